@@ -74,6 +74,7 @@ func franzOptions(o kafka.Options) franz.Options {
 		RedeliveryBackoff: o.RedeliveryBackoff,
 		RevokeTimeout:     o.RevokeTimeout,
 		ConnectTimeout:    o.ConnectTimeout,
+		HighWaterInterval: o.HighWaterInterval,
 		Unordered:         o.Unordered,
 		Logger:            o.Logger,
 		Telemetry:         o.Telemetry,

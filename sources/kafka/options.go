@@ -25,7 +25,7 @@ const MaxOpenRequests = kafkalimits.OpenRequests
 // matching default: InitialOffset OffsetLatest, BeginOffset BeginCommitted,
 // CommitMode CommitInterval, CommitInterval 1s, FailurePolicy
 // FailureCommit, RedeliveryBackoff 1s, RevokeTimeout 10s, ConnectTimeout
-// 5s. The franz-go source has the same defaults.
+// 5s, HighWaterInterval 5s. The franz-go source has the same defaults.
 const (
 	DefaultInitialOffset     = claim.DefaultInitialOffset
 	DefaultBeginOffset       = claim.DefaultBeginOffset
@@ -37,6 +37,9 @@ const (
 	// DefaultConnectTimeout bounds the connection check every Run starts
 	// with (Options.ConnectTimeout).
 	DefaultConnectTimeout = claim.DefaultConnectTimeout
+	// DefaultHighWaterInterval is how often a member lists the end offsets
+	// of its claimed partitions (Options.HighWaterInterval).
+	DefaultHighWaterInterval = claim.DefaultHighWaterInterval
 	// DefaultDialTimeout is Config.Net.DialTimeout when the Config leaves
 	// it at sarama's default (30s).
 	DefaultDialTimeout = 5 * time.Second
@@ -185,6 +188,14 @@ type Options struct {
 	// every broker and its cause, and the pipeline logs it at WARN and
 	// restarts the source. Default 5s, at most 5 minutes.
 	ConnectTimeout time.Duration `validate:"gt=0,lte=5m"`
+	// HighWaterInterval is how often a member lists the end offsets of
+	// the partitions it claims (one ListOffsets request per broker, each
+	// given up after 5s), for the high-water marks and lags of Stats: the
+	// client stops fetching a partition whose records wait for the
+	// handlers, and the high-water mark of its last fetch misses what was
+	// produced since. Stats reports the higher of the fetched and the
+	// listed one. Default 5s; at least 10ms, at most 1 hour.
+	HighWaterInterval time.Duration `validate:"gte=10ms,lte=1h"`
 	// Unordered relaxes per-partition ordering: messages are balanced over
 	// all processors instead of one processor per partition. Offsets are
 	// still committed only up to the contiguous handled prefix. Default
@@ -254,7 +265,8 @@ func (o Options) WithDefaults() Options {
 func (o *Options) fields() claim.Fields {
 	return claim.Fields{InitialOffset: &o.InitialOffset, BeginOffset: &o.BeginOffset, CommitMode: &o.CommitMode,
 		CommitInterval: &o.CommitInterval, FailurePolicy: &o.FailurePolicy, RedeliveryBackoff: &o.RedeliveryBackoff,
-		RevokeTimeout: &o.RevokeTimeout, ConnectTimeout: &o.ConnectTimeout}
+		RevokeTimeout: &o.RevokeTimeout, ConnectTimeout: &o.ConnectTimeout,
+		HighWaterInterval: &o.HighWaterInterval}
 }
 
 // saramaDefaults is sarama.NewConfig(), to tell the fields a user left at

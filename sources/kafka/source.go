@@ -392,6 +392,11 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	}
 	m.wg.Go(m.logErrors)
 	m.wg.Go(m.commitLoop)
+	m.wg.Go(func() {
+		h := &highWaters{m: m}
+		defer h.close()
+		m.cm.HighWaterLoop(m.ctx, m.opts.HighWaterInterval, h.list)
+	})
 	go m.loop()
 	return m, nil
 }
@@ -436,7 +441,7 @@ type member struct {
 	// logErrors closes once it has handled every error the group had
 	// queued by then (seenErrors).
 	errsSeen chan chan struct{}
-	wg       sync.WaitGroup // logErrors, commitLoop
+	wg       sync.WaitGroup // logErrors, commitLoop, the listing of end offsets (highWaters)
 
 	// The member's claims, session and commit bookkeeping (commit.go: one
 	// request in flight at a time, on a connection of its own).

@@ -41,8 +41,9 @@ type MemberStats = claim.MemberStats
 //     record taken from the client, or where the claim started), -1 until
 //     the first record when the claim started at the oldest or newest
 //     record without knowing its offset;
-//   - HighWater, the partition's high-water mark as of the latest fetch
-//     response, 0 before the first;
+//   - HighWater, the partition's high-water mark: the latest fetch
+//     response's, or the end offset listed every Options.HighWaterInterval
+//     when higher, 0 before the first of either;
 //   - Lag, HighWater − Committed (the records a restart would read again
 //     or for the first time; while the group has no committed offset,
 //     HighWater − the offset the claim started at, or the first record it

@@ -215,6 +215,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 			_ = m.commit(ctx, nil) // recorded and logged
 		})
 	})
+	m.wg.Go(func() { m.cm.HighWaterLoop(m.pollCtx, m.opts.HighWaterInterval, m.listHighWaters) })
 	go m.poll()
 	return m, nil
 }
@@ -907,24 +908,7 @@ func startOffsets(ctx context.Context, cl *kgo.Client, ms int64, tps []topicPart
 // listOffsets sends one ListOffsets request for tps at at (a timestamp in
 // milliseconds, or -1 for the end offset).
 func listOffsets(ctx context.Context, cl *kgo.Client, level int8, at int64, tps []topicPartition) (map[topicPartition]int64, error) {
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.IsolationLevel = level
-	index := make(map[string]int)
-	for _, tp := range tps {
-		i, ok := index[tp.topic]
-		if !ok {
-			i = len(req.Topics)
-			index[tp.topic] = i
-			t := kmsg.NewListOffsetsRequestTopic()
-			t.Topic = tp.topic
-			req.Topics = append(req.Topics, t)
-		}
-		p := kmsg.NewListOffsetsRequestTopicPartition()
-		p.Partition = tp.part
-		p.Timestamp = at
-		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
-	}
-	resp, err := req.RequestWith(ctx, cl)
+	resp, err := listOffsetsRequest(level, at, tps).RequestWith(ctx, cl)
 	if err != nil {
 		return nil, err
 	}
@@ -942,6 +926,62 @@ func listOffsets(ctx context.Context, cl *kgo.Client, level int8, at int64, tps 
 		}
 	}
 	return offs, nil
+}
+
+// listOffsetsRequest is a ListOffsets request for tps at at.
+func listOffsetsRequest(level int8, at int64, tps []topicPartition) *kmsg.ListOffsetsRequest {
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.IsolationLevel = level
+	index := make(map[string]int)
+	for _, tp := range tps {
+		i, ok := index[tp.topic]
+		if !ok {
+			i = len(req.Topics)
+			index[tp.topic] = i
+			t := kmsg.NewListOffsetsRequestTopic()
+			t.Topic = tp.topic
+			req.Topics = append(req.Topics, t)
+		}
+		p := kmsg.NewListOffsetsRequestTopicPartition()
+		p.Partition = tp.part
+		p.Timestamp = at
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, p)
+	}
+	return req
+}
+
+// listHighWaters is the member's claim.ListHighWaters: the end offsets
+// of the claimed partitions (read uncommitted: the high-water marks),
+// listed through the commit client, outside the group, which sends each
+// broker one request for the partitions it leads. A broker's failure
+// leaves its partitions to the next listing.
+func (m *member) listHighWaters(ctx context.Context, cs []*claim.Claim) {
+	tps := make([]topicPartition, len(cs))
+	byTP := make(map[topicPartition]*claim.Claim, len(cs))
+	for i, c := range cs {
+		tps[i] = topicPartition{c.Topic, c.Part}
+		byTP[tps[i]] = c
+	}
+	for _, shard := range m.commits.RequestSharded(ctx, listOffsetsRequest(0, -1, tps)) {
+		resp, ok := shard.Resp.(*kmsg.ListOffsetsResponse)
+		if shard.Err != nil || !ok {
+			m.log.Debug("kafka end offsets not listed", slog.Any("error", claim.Flat(shard.Err)))
+			continue
+		}
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				c := byTP[topicPartition{t.Topic, p.Partition}]
+				if c == nil || p.ErrorCode != 0 {
+					continue
+				}
+				off := p.Offset
+				if len(p.OldStyleOffsets) > 0 {
+					off = p.OldStyleOffsets[0] // version 0
+				}
+				c.NoteHighWater(off)
+			}
+		}
+	}
 }
 
 // revoked is the client's OnPartitionsRevoked: each partition stops, waits

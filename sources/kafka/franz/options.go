@@ -59,6 +59,7 @@ const (
 	DefaultRedeliveryBackoff = claim.DefaultRedeliveryBackoff
 	DefaultRevokeTimeout     = claim.DefaultRevokeTimeout
 	DefaultConnectTimeout    = claim.DefaultConnectTimeout
+	DefaultHighWaterInterval = claim.DefaultHighWaterInterval
 	// DefaultWindow (512) is the permit window per partition when the
 	// pipeline's producer.Options.Flow.Initial is 0 (the sarama source's
 	// too).
@@ -150,6 +151,14 @@ type Options struct {
 	// within ConnectTimeout, Run fails with ErrConnect naming every broker
 	// and its cause. Default 5s, at most 5 minutes.
 	ConnectTimeout time.Duration `validate:"gt=0,lte=5m"`
+	// HighWaterInterval is how often a member lists the end offsets of
+	// the partitions it claims (one ListOffsets request per broker, each
+	// given up after 5s), for the high-water marks and lags of Stats: the
+	// client stops fetching a partition whose records wait for the
+	// handlers, and the high-water mark of its last fetch misses what was
+	// produced since. Stats reports the higher of the fetched and the
+	// listed one. Default 5s; at least 10ms, at most 1 hour.
+	HighWaterInterval time.Duration `validate:"gte=10ms,lte=1h"`
 	// LookupTimeout bounds each attempt to find where a session's new
 	// claims start with OffsetTimestamp (the ListOffsets requests by time
 	// and at the end, on a client of the member's own, see docs/kafka.md,
@@ -226,7 +235,8 @@ func (o Options) WithDefaults() Options {
 func (o *Options) fields() claim.Fields {
 	return claim.Fields{InitialOffset: &o.InitialOffset, BeginOffset: &o.BeginOffset, CommitMode: &o.CommitMode,
 		CommitInterval: &o.CommitInterval, FailurePolicy: &o.FailurePolicy, RedeliveryBackoff: &o.RedeliveryBackoff,
-		RevokeTimeout: &o.RevokeTimeout, ConnectTimeout: &o.ConnectTimeout}
+		RevokeTimeout: &o.RevokeTimeout, ConnectTimeout: &o.ConnectTimeout,
+		HighWaterInterval: &o.HighWaterInterval}
 }
 
 // Validate reports every broken rule of o, which carries its defaults (see
@@ -350,6 +360,7 @@ func (o Options) String() string {
 	}{
 		{"CommitInterval", o.CommitInterval}, {"RedeliveryBackoff", o.RedeliveryBackoff},
 		{"RevokeTimeout", o.RevokeTimeout}, {"ConnectTimeout", o.ConnectTimeout}, {"LookupTimeout", o.LookupTimeout},
+		{"HighWaterInterval", o.HighWaterInterval},
 	} {
 		if f.v != 0 {
 			fmt.Fprintf(&b, " %s:%s", f.name, f.v)

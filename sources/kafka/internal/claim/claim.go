@@ -42,7 +42,9 @@ type Config struct {
 	// OnAdvance, when set, is called (under the claim's lock) with the new
 	// end of the handled prefix each time it advances.
 	OnAdvance func(next int64)
-	// HighWater, when set, reads the partition's high-water mark for Stats.
+	// HighWater, when set, reads the partition's high-water mark from the
+	// client's latest fetch for Stats (which also takes the end offset
+	// NoteHighWater was last given, when higher).
 	HighWater func() int64
 }
 
@@ -70,6 +72,9 @@ type Claim struct {
 	abandoned <-chan struct{}
 	onAdvance func(int64)
 	highWater func() int64
+	// listedHW is the highest end offset the member listed for the
+	// partition (NoteHighWater), 0 before the first.
+	listedHW atomic.Int64
 
 	permits atomic.Int64 // granted and not yet used
 	// GrantCh is signalled by grants.
@@ -522,12 +527,27 @@ func (c *Claim) Stats() PartitionStats {
 		ReadAhead:       int(c.ReadAhead.Load()),
 		FailedCommitted: c.CommittedPast.Load(),
 	}
+	ps.HighWater = c.listedHW.Load()
 	if c.highWater != nil {
-		ps.HighWater = c.highWater()
+		ps.HighWater = max(ps.HighWater, c.highWater())
 	}
 	ps.Lag, ps.FetchLag = kafkaoffset.Lag(ps.HighWater, ps.Committed, c.start.Load(), ps.Next)
 	ps.InFlight = c.Pending()
 	return ps
+}
+
+// NoteHighWater records hw, the partition's end offset as the member
+// listed it (Member.HighWaterLoop): the client stops fetching a partition
+// whose records wait to be delivered, and the high-water mark of its last
+// fetch then misses what was produced since. Stats reports the higher of
+// the two.
+func (c *Claim) NoteHighWater(hw int64) {
+	for {
+		old := c.listedHW.Load()
+		if hw <= old || c.listedHW.CompareAndSwap(old, hw) {
+			return
+		}
+	}
 }
 
 // Begin sets where a claim whose start was not known when it was created

@@ -435,6 +435,41 @@ func (m *Member) CommitLoop(interval time.Duration, done <-chan struct{}, commit
 	}
 }
 
+// HighWaterTimeout bounds each listing of HighWaterLoop.
+const HighWaterTimeout = 5 * time.Second
+
+// ListHighWaters lists the end offsets (the high-water marks) of the
+// partitions of claims, all of one member, within ctx, and notes each it
+// learns (Claim.NoteHighWater). Its failures are its own to log, at DEBUG
+// at most: the next listing tries again.
+type ListHighWaters func(ctx context.Context, claims []*Claim)
+
+// HighWaterLoop lists the end offsets of the member's claimed partitions
+// with list every interval until ctx ends, each listing given up after
+// HighWaterTimeout. The client stops fetching a partition whose records
+// wait to be delivered, so the high-water mark of its last fetch misses
+// what was produced since, and so does the lag counted from it: the
+// listed end offsets keep the lag growing while the handlers are slow or
+// stuck. It returns once the listing under way has.
+func (m *Member) HighWaterLoop(ctx context.Context, interval time.Duration, list ListHighWaters) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		cs := m.Claims()
+		if len(cs) == 0 {
+			continue
+		}
+		lctx, cancel := context.WithTimeout(ctx, HighWaterTimeout)
+		list(lctx, cs)
+		cancel()
+	}
+}
+
 // Stats returns the member's figures.
 func (m *Member) Stats() MemberStats {
 	ms := MemberStats{Stage: m.Stage, GenerationID: -1}

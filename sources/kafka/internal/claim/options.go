@@ -42,6 +42,9 @@ const (
 	DefaultRedeliveryBackoff = time.Second
 	DefaultRevokeTimeout     = 10 * time.Second
 	DefaultConnectTimeout    = 5 * time.Second
+	// DefaultHighWaterInterval is how often a member lists the end offsets
+	// of the partitions it claims (see Member.HighWaterLoop).
+	DefaultHighWaterInterval = 5 * time.Second
 	// DefaultWindow is the permit window per partition when the pipeline's
 	// producer.Options.Flow.Initial is 0.
 	DefaultWindow = 512
@@ -58,6 +61,7 @@ type Fields struct {
 	RedeliveryBackoff *time.Duration
 	RevokeTimeout     *time.Duration
 	ConnectTimeout    *time.Duration
+	HighWaterInterval *time.Duration
 }
 
 // SetDefaults replaces every zero field f points at by its default.
@@ -70,6 +74,7 @@ func (f Fields) SetDefaults() {
 	*f.RedeliveryBackoff = cmp.Or(*f.RedeliveryBackoff, DefaultRedeliveryBackoff)
 	*f.RevokeTimeout = cmp.Or(*f.RevokeTimeout, DefaultRevokeTimeout)
 	*f.ConnectTimeout = cmp.Or(*f.ConnectTimeout, DefaultConnectTimeout)
+	*f.HighWaterInterval = cmp.Or(*f.HighWaterInterval, DefaultHighWaterInterval)
 }
 
 // Rules reports the broken rules the options of both sources share: the

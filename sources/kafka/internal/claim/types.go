@@ -191,8 +191,9 @@ type PartitionStats struct {
 	// newest record without knowing its offset.
 	Next int64
 	// HighWater is the partition's high-water mark (the offset the next
-	// produced record gets) as of the latest fetch response; 0 before the
-	// first.
+	// produced record gets): the latest fetch response's, or the end
+	// offset the member last listed when higher (Claim.NoteHighWater); 0
+	// before the first of either.
 	HighWater int64
 	// Lag is HighWater − Committed: the records a restart would read
 	// again or for the first time; while the group has no committed
