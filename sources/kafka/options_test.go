@@ -102,8 +102,8 @@ func TestConfigStartingAtTheOldestRecordNeedsInitialOffsetEarliest(t *testing.T)
 // Guarantee: zero options take the defaults the field comments and
 // docs/kafka.md give: new partitions at the log end, resuming at the
 // committed offset, commits every 1s, failed messages committed past,
-// a 1s redelivery backoff, a 10s revoke and a 5s connect timeout,
-// sarama.NewConfig() with a 5s dial and a 10s metadata timeout, and a
+// a 1s redelivery backoff, a 10s revoke and a 5s connect timeout, end
+// offsets listed every 5s, sarama.NewConfig() with a 5s dial and a 10s metadata timeout, and a
 // permit window of 512 when the pipeline leaves it unset.
 func TestOptionsDefaultsAreTheDocumentedOnes(t *testing.T) {
 	d := kafka.Options{}.WithDefaults()
@@ -124,6 +124,7 @@ func TestOptionsDefaultsAreTheDocumentedOnes(t *testing.T) {
 		{"RedeliveryBackoff", d.RedeliveryBackoff, time.Second},
 		{"RevokeTimeout", d.RevokeTimeout, 10 * time.Second},
 		{"ConnectTimeout", d.ConnectTimeout, 5 * time.Second},
+		{"HighWaterInterval", d.HighWaterInterval, 5 * time.Second},
 		{"Rebalance", d.Rebalance, ""},
 		{"Config.Net.DialTimeout", cfg.Net.DialTimeout, 5 * time.Second},
 		{"Config.Metadata.Timeout", cfg.Metadata.Timeout, 10 * time.Second},

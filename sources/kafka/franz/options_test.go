@@ -187,6 +187,9 @@ func TestDurationsAreBoundedInBothClients(t *testing.T) {
 			o.RedeliveryBackoff, k.RedeliveryBackoff = d, d
 		}, time.Hour},
 		{"connectTimeout", func(o *franz.Options, k *kafka.Options, d time.Duration) { o.ConnectTimeout, k.ConnectTimeout = d, d }, 5 * time.Minute},
+		{"highWaterInterval", func(o *franz.Options, k *kafka.Options, d time.Duration) {
+			o.HighWaterInterval, k.HighWaterInterval = d, d
+		}, time.Hour},
 	} {
 		for _, d := range []time.Duration{f.max, f.max + time.Millisecond} {
 			o := franz.Options{Brokers: []string{"127.0.0.1:9092"}, GroupID: "g", Topics: []string{"t"}}
@@ -203,6 +206,26 @@ func TestDurationsAreBoundedInBothClients(t *testing.T) {
 				case d > f.max && (!errors.As(c.err, &es) || !es.Has(c.prefix+"."+f.field, "lte")):
 					t.Errorf("%s.%s of %s: Validate = %v, want an lte error on %s.%s", c.prefix, f.field, d, c.err, c.prefix, f.field)
 				}
+			}
+		}
+	}
+}
+
+// Guarantee: a HighWaterInterval below 10ms is refused, naming the field
+// and the rule, in both clients: each interval sends the cluster one
+// ListOffsets request per broker.
+func TestHighWaterIntervalBelow10msRefusedInBothClients(t *testing.T) {
+	for _, d := range []time.Duration{10 * time.Millisecond, 10*time.Millisecond - 1} {
+		o := franz.Options{Brokers: []string{"127.0.0.1:9092"}, GroupID: "g", Topics: []string{"t"}, HighWaterInterval: d}
+		k := kafka.Options{Brokers: o.Brokers, GroupID: "g", Topics: o.Topics, HighWaterInterval: d}
+		for _, c := range []struct {
+			prefix string
+			err    error
+		}{{"franz", o.WithDefaults().Validate()}, {"kafka", k.WithDefaults().Validate()}} {
+			var es validate.Errors
+			refused := errors.As(c.err, &es) && es.Has(c.prefix+".highWaterInterval", "gte")
+			if refused != (d < 10*time.Millisecond) {
+				t.Errorf("%s.highWaterInterval of %s: Validate = %v", c.prefix, d, c.err)
 			}
 		}
 	}

@@ -13,13 +13,14 @@ import (
 type shared struct {
 	InitialOffset, BeginOffset, CommitMode                           string
 	CommitInterval, RedeliveryBackoff, RevokeTimeout, ConnectTimeout time.Duration
+	HighWaterInterval                                                time.Duration
 	FailurePolicy                                                    FailurePolicy
 }
 
 func (o *shared) fields() Fields {
 	return Fields{InitialOffset: &o.InitialOffset, BeginOffset: &o.BeginOffset, CommitMode: &o.CommitMode,
 		CommitInterval: &o.CommitInterval, FailurePolicy: &o.FailurePolicy, RedeliveryBackoff: &o.RedeliveryBackoff,
-		RevokeTimeout: &o.RevokeTimeout, ConnectTimeout: &o.ConnectTimeout}
+		RevokeTimeout: &o.RevokeTimeout, ConnectTimeout: &o.ConnectTimeout, HighWaterInterval: &o.HighWaterInterval}
 }
 
 // Guarantee: SetDefaults gives every zero shared field its documented
@@ -29,13 +30,13 @@ func TestSetDefaultsFillsOnlyZeroFields(t *testing.T) {
 	zero.fields().SetDefaults()
 	want := shared{InitialOffset: OffsetLatest, BeginOffset: BeginCommitted, CommitMode: CommitInterval,
 		CommitInterval: time.Second, RedeliveryBackoff: time.Second, RevokeTimeout: 10 * time.Second,
-		ConnectTimeout: 5 * time.Second, FailurePolicy: FailureCommit}
+		ConnectTimeout: 5 * time.Second, HighWaterInterval: 5 * time.Second, FailurePolicy: FailureCommit}
 	if zero != want {
 		t.Errorf("defaults = %+v, want %+v", zero, want)
 	}
 	set := shared{InitialOffset: OffsetEarliest, BeginOffset: BeginReset, CommitMode: CommitOnAck,
 		CommitInterval: 2 * time.Second, RedeliveryBackoff: 3 * time.Second, RevokeTimeout: 4 * time.Second,
-		ConnectTimeout: 6 * time.Second, FailurePolicy: FailureRedeliver}
+		ConnectTimeout: 6 * time.Second, HighWaterInterval: 7 * time.Second, FailurePolicy: FailureRedeliver}
 	got := set
 	got.fields().SetDefaults()
 	if got != set {
