@@ -159,7 +159,7 @@ func TestTimeoutsAreBounded(t *testing.T) {
 		{"kafkatopology.revokeTimeout", func(o *Options[msg], d time.Duration) { o.RevokeTimeout = d }, MaxAdminTimeout},
 		{"kafkatopology.highWaterInterval", func(o *Options[msg], d time.Duration) { o.HighWaterInterval = d }, MaxHighWaterInterval},
 	} {
-		for _, ok := range []time.Duration{0, time.Millisecond, f.max} {
+		for _, ok := range []time.Duration{0, 10 * time.Millisecond, f.max} {
 			o := connectOptions("127.0.0.1:9092")
 			f.set(&o, ok)
 			if err := o.WithDefaults().Validate(); err != nil {
@@ -177,6 +177,21 @@ func TestTimeoutsAreBounded(t *testing.T) {
 			if !errors.As(err, &es) || !es.Has(f.field, c.rule) {
 				t.Errorf("%s %s: New = %v, want a %s error on %s", f.field, c.d, err, c.rule, f.field)
 			}
+		}
+	}
+}
+
+// Guarantee: a HighWaterInterval below MinHighWaterInterval is refused,
+// naming the field and the rule, as the Kafka sources refuse theirs: each
+// interval sends the cluster one ListOffsets request per broker.
+func TestHighWaterIntervalBelowItsMinimumIsRefused(t *testing.T) {
+	for _, d := range []time.Duration{MinHighWaterInterval, MinHighWaterInterval - 1} {
+		o := connectOptions("127.0.0.1:9092")
+		o.HighWaterInterval = d
+		err := o.WithDefaults().Validate()
+		var es validate.Errors
+		if refused := errors.As(err, &es) && es.Has("kafkatopology.highWaterInterval", "gte"); refused != (d < MinHighWaterInterval) {
+			t.Errorf("HighWaterInterval %s: Validate = %v", d, err)
 		}
 	}
 }

@@ -57,8 +57,12 @@ const (
 	// Options.RevokeTimeout: a wait past it is a mistyped value, not a
 	// bound.
 	MaxAdminTimeout = time.Hour
-	// MaxHighWaterInterval is the largest Options.HighWaterInterval.
-	MaxHighWaterInterval = 5 * time.Minute
+	// MinHighWaterInterval and MaxHighWaterInterval bound
+	// Options.HighWaterInterval, as the Kafka sources' option of that
+	// name: each interval sends the cluster one ListOffsets request per
+	// broker.
+	MinHighWaterInterval = 10 * time.Millisecond
+	MaxHighWaterInterval = time.Hour
 	// MaxChannelBufferSize is the largest Options.Config.ChannelBufferSize
 	// (sarama's default 256; sarama checks only that it is not negative):
 	// sarama makes a channel of that many entries for every topic and
@@ -169,9 +173,9 @@ type Options[T any] struct {
 	// within Config.Net.ReadTimeout), for Stats: a reader takes its
 	// high-water mark from its fetches, and stops fetching while its
 	// buffer is full (a handler that blocks) or, for a releaser, while
-	// the partition's next letter is not due. Default 5s, at most
-	// MaxHighWaterInterval (5m).
-	HighWaterInterval time.Duration `validate:"gte=0,lte=5m"`
+	// the partition's next letter is not due. Default 5s; at least
+	// MinHighWaterInterval (10ms), at most MaxHighWaterInterval (1h).
+	HighWaterInterval time.Duration `validate:"omitempty,gte=10ms,lte=1h"`
 	// HoldRetentionMargin is how long a hold topic the backend creates
 	// keeps a letter past its due time: the topic is created with
 	// retention.ms set to its delay plus HoldRetentionMargin (and
