@@ -12,14 +12,14 @@ import (
 // Guarantee: a sequenced source counts each key it remembers as poisoned
 // once: a key poisoned again (a second message of it failing) and the
 // later letters of a poisoned key leave the count as it was, and neither
-// a shard move that leaves the keys' shards out nor a drain changes it
-// while the keys stay remembered.
+// an assignment that keeps the keys' shard nor a drain changes it while
+// the keys stay remembered.
 func TestPoisonedKeysCountsAKeyPoisonedTwiceOnce(t *testing.T) {
 	q := newTestSequencer(4, 100)
-	q.poison("A", "first failure")
-	q.poison("B", "failure")
+	q.poison("A", 0, "first failure")
+	q.poison("B", 0, "failure")
 	q.drained("A")
-	q.poison("A", "second failure")
+	q.poison("A", 0, "second failure")
 	if got := q.poisonedKeys(); got != 2 {
 		t.Fatalf("keys A (poisoned twice) and B poisoned: %d poisoned keys, want 2", got)
 	}
@@ -33,7 +33,7 @@ func TestPoisonedKeysCountsAKeyPoisonedTwiceOnce(t *testing.T) {
 	if got := q.poisonedKeys(); got != 2 {
 		t.Fatalf("after later letters of A and a letter of C: %d poisoned keys, want 2", got)
 	}
-	q.assigned(&heldReader[int]{}, func(int) bool { return false })
+	q.assigned(&heldReader[int]{}, func(shard int) bool { return shard == 0 })
 	q.drain()
 	poisoned := 0
 	for _, ks := range q.keys {
@@ -42,7 +42,7 @@ func TestPoisonedKeysCountsAKeyPoisonedTwiceOnce(t *testing.T) {
 		}
 	}
 	if got := q.poisonedKeys(); got != poisoned || got != 2 {
-		t.Fatalf("after a shard move and a drain: %d poisoned keys counted, %d remembered, want 2", got, poisoned)
+		t.Fatalf("after an assignment and a drain: %d poisoned keys counted, %d remembered, want 2", got, poisoned)
 	}
 }
 
@@ -63,7 +63,7 @@ func BenchmarkPoisonedKeyMemory(b *testing.B) {
 		before := wait.LiveHeap()
 		q := newTestSequencer(64, DefaultMaxHeldBack)
 		for _, k := range keys {
-			q.poison(k, "reading out of range")
+			q.poison(k, 0, "reading out of range")
 		}
 		grown := wait.LiveHeap() - before
 		runtime.KeepAlive(q)

@@ -44,9 +44,12 @@ type keyState[T any] struct {
 	// moved is set while the reader no longer holds the key's shard
 	// (ShardNotifier) and the key's message is in flight: should it go
 	// out, it comes back to the shard's new owner, so the key is then
-	// done with here rather than out.
+	// done with here rather than out. On a poisoned key it is set while
+	// the key is draining: its poisoning is forgotten once the draining
+	// ends (drained).
 	moved bool
-	// shard is the key's routing shard (Letter.Shard).
+	// shard is the key's routing shard (Letter.Shard): an assignment
+	// that leaves it out ends the key's retry, or its poisoning, here.
 	shard   int
 	waiting []pendingLetter[T] // later messages of the key, in order
 }
@@ -70,8 +73,9 @@ func marked[T any](m letterMark, l *Letter[T]) bool {
 }
 
 // sequencer keeps one message per key in flight. A key is in keys while
-// one of its messages is in flight or held, and for the consumer's lifetime
-// once poisoned.
+// one of its messages is in flight or held, and once poisoned for the
+// consumer's lifetime, or until an assignment of its reader leaves the
+// key's shard out (assigned).
 type sequencer[T any] struct {
 	policy SequenceFailure
 	// shards is the topology's number of routing shards.
@@ -110,12 +114,17 @@ func (q *sequencer[T]) newKey(shard int) *keyState[T] {
 	return &keyState[T]{shard: shard}
 }
 
-// forget removes an idle key, keeping its state for reuse.
+// forget removes an idle key, or a poisoned one that is not draining,
+// keeping its state for reuse.
 func (q *sequencer[T]) forget(key string, ks *keyState[T]) {
 	delete(q.keys, key)
+	if ks.poisoned {
+		q.poisoned--
+	}
 	if len(q.free) < 1024 {
 		ks.waiting = ks.waiting[:0]
 		ks.follow = ""
+		ks.poisoned, ks.draining = false, false
 		ks.out, ks.moved = false, false
 		q.free = append(q.free, ks)
 	}
@@ -311,17 +320,17 @@ func (q *sequencer[T]) putBack(p pendingLetter[T]) bool {
 	return true
 }
 
-// poison marks key poisoned, follow the death error of its later
-// messages (see keyState.follow), and
+// poison marks key, of shard, poisoned, follow the death error of its
+// later messages (see keyState.follow), and
 // returns the messages of it held back. The key is draining until drained
 // returns nil: messages of it that arrive meanwhile are held back too, for
 // the caller to dead-letter after these.
-func (q *sequencer[T]) poison(key, follow string) []pendingLetter[T] {
+func (q *sequencer[T]) poison(key string, shard int, follow string) []pendingLetter[T] {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ks := q.keys[key]
 	if ks == nil {
-		ks = q.newKey(0)
+		ks = q.newKey(shard)
 		q.keys[key] = ks
 	}
 	if !ks.poisoned {
@@ -337,7 +346,9 @@ func (q *sequencer[T]) poison(key, follow string) []pendingLetter[T] {
 
 // drained returns the messages of poisoned key held back since the last
 // poison or drained call; when there are none it ends the draining, and
-// later messages of the key are dead-lettered as they arrive.
+// later messages of the key are dead-lettered as they arrive, unless an
+// assignment left the key's shard out meanwhile: the key's poisoning is
+// then forgotten (see assigned).
 func (q *sequencer[T]) drained(key string) []pendingLetter[T] {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -346,10 +357,13 @@ func (q *sequencer[T]) drained(key string) []pendingLetter[T] {
 		return nil
 	}
 	out := q.takeWaiting(ks)
-	if len(out) == 0 {
-		ks.draining = false
-	} else {
+	switch {
+	case len(out) > 0:
 		q.wakeLocked() // room for the run
+	case ks.moved:
+		q.forget(key, ks)
+	default:
+		ks.draining = false
 	}
 	return out
 }
@@ -529,12 +543,14 @@ func (q *sequencer[T]) letGo(r *heldReader[T], in func(shard int) bool) []pendin
 // the keys not in it that r, a PartTracker, handed out from a part it let
 // go of (those of the parts it holds, a partition holding letters of a
 // shard that a grown partition count routes elsewhere, stay, and go in
-// their turn); from another reader, all of them. Poisoned keys stay as
-// they are. From then on admit gives back the letters that r handed out
-// as it told it from the parts it let go of (a PartTracker), or else of
-// the shards not in it, and admits those of the shards in it as before,
-// whatever r let go of earlier (see heldReader.gone). Nothing
-// once drain was called.
+// their turn); from another reader, all of them. A poisoned key whose
+// shard is not in it is forgotten, its later letters being its shard's
+// new owner's to handle (one being drained once its draining ends, see
+// drained); one whose shard is in it stays poisoned. From then on admit
+// gives back the letters that r handed out as it told it from the parts
+// it let go of (a PartTracker), or else of the shards not in it, and
+// admits those of the shards in it as before, whatever r let go of
+// earlier (see heldReader.gone). Nothing once drain was called.
 func (q *sequencer[T]) assigned(r *heldReader[T], in func(shard int) bool) []pendingLetter[T] {
 	gone := shardSetOf(q.shards, func(shard int) bool { return !in(shard) })
 	q.mu.Lock()
@@ -544,9 +560,12 @@ func (q *sequencer[T]) assigned(r *heldReader[T], in func(shard int) bool) []pen
 	var out []pendingLetter[T]
 	for key, ks := range q.keys {
 		switch {
-		case ks.poisoned:
 		case in(ks.shard):
 			ks.moved = false
+		case ks.poisoned && ks.draining:
+			ks.moved = true
+		case ks.poisoned:
+			q.forget(key, ks)
 		default:
 			if r.parts != nil {
 				out = q.takeLetGo(ks, out)

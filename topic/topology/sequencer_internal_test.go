@@ -254,25 +254,73 @@ func TestAMessageOutComingBackAfterItsKeyMovedOnWaitsItsTurn(t *testing.T) {
 
 // Guarantee: the letters of a poisoned key that wait to be dead-lettered
 // stay for the dead-letter queue, in order, whatever the reader tells of
-// their shard: a part let go gives none of them back, an assignment
+// their shard: a part let go gives none of them back, and an assignment
 // leaving their shard out neither gives them back nor ends the key's
-// poisoning, and a later letter of the key is dead-lettered too.
+// draining. Once the draining ends, the key's poisoning is forgotten if
+// the shard is still out (its later letters are its new owner's), and
+// kept if an assignment gave the shard back meanwhile.
 func TestAPoisonedKeysLettersStayForTheDeadLetterQueueAsItsShardMoves(t *testing.T) {
-	q, r := newDrainingSequencer(t)
-	if got := q.letGo(r, func(shard int) bool { return shard == 1 }); len(got) > 0 {
-		t.Errorf("letting the shard go gave back %d letters of the key being drained, want none", len(got))
+	for _, back := range []bool{false, true} {
+		q, r := newDrainingSequencer(t)
+		if got := q.letGo(r, func(shard int) bool { return shard == 1 }); len(got) > 0 {
+			t.Errorf("letting the shard go gave back %d letters of the key being drained, want none", len(got))
+		}
+		if got := q.assigned(r, func(shard int) bool { return shard == 0 }); len(got) > 0 {
+			t.Errorf("an assignment leaving the shard out gave back %d letters of the key being drained, want none", len(got))
+		}
+		if back {
+			q.assigned(r, func(int) bool { return true })
+		}
+		if got := q.drained("A"); len(got) != 1 || got[0].l.Value != 3 {
+			t.Errorf("draining took %d letters, want letter 3", len(got))
+		}
+		if got := q.drained("A"); len(got) > 0 {
+			t.Errorf("draining again took %d letters, want none", len(got))
+		}
+		want, wantKeys := admitDeliver, 0
+		if back {
+			want, wantKeys = admitPoisoned, 1
+		}
+		if got := q.poisonedKeys(); got != wantKeys {
+			t.Errorf("shard given back %v: %d poisoned keys once drained, want %d", back, got, wantKeys)
+		}
+		if got := q.admit(Letter[int]{Key: "A", Shard: 1, Value: 4}, nil); got != want {
+			t.Errorf("shard given back %v: a later letter of the key: admission %d, want %d", back, got, want)
+		}
 	}
-	if got := q.assigned(r, func(shard int) bool { return shard == 0 }); len(got) > 0 {
-		t.Errorf("an assignment leaving the shard out gave back %d letters of the key being drained, want none", len(got))
+}
+
+// Guarantee: an assignment that leaves a poisoned key's shard out
+// forgets the key's poisoning, and PoisonedKeys no longer counts it: a
+// later letter of the key is admitted as any other, and so is a key
+// admitted afterwards (what the sequencer kept of the key goes to it). A poisoned key whose shard is in
+// the assignment stays poisoned.
+func TestAPoisoningIsForgottenWhenAnAssignmentLeavesItsShardOut(t *testing.T) {
+	q := newTestSequencer(2, 100)
+	r := &heldReader[int]{}
+	for shard, key := range []string{"B", "A"} {
+		q.admit(Letter[int]{Key: key, Shard: shard, Value: 1}, r)
+		q.poison(key, shard, "failed")
+		q.drained(key)
 	}
-	if got := q.drained("A"); len(got) != 1 || got[0].l.Value != 3 {
-		t.Errorf("draining took %d letters, want letter 3", len(got))
+	q.poison("D", 1, "failed") // with no letter of it in flight
+	q.drained("D")
+	q.assigned(r, func(shard int) bool { return shard == 0 })
+	if got := q.poisonedKeys(); got != 1 {
+		t.Fatalf("an assignment left out the shard of poisoned keys A and D, not B's: %d poisoned keys, want 1", got)
 	}
-	if got := q.drained("A"); len(got) > 0 {
-		t.Errorf("draining again took %d letters, want none", len(got))
+	if got := q.admit(Letter[int]{Key: "B", Value: 2}, r); got != admitPoisoned {
+		t.Errorf("a later letter of key B, whose shard is assigned: admission %d, want dead-lettered", got)
 	}
-	if got := q.admit(Letter[int]{Key: "A", Shard: 1, Value: 4}, nil); got != admitPoisoned {
-		t.Errorf("a later letter of the poisoned key: admission %d, want dead-lettered", got)
+	for _, key := range []string{"C", "A", "D"} {
+		for v, want := range []admission{admitDeliver, admitHeldBack} {
+			if got := q.admit(Letter[int]{Key: key, Shard: 1, Value: 2 + v}, nil); got != want {
+				t.Errorf("letter %d of key %s, not poisoned here: admission %d, want %d", 2+v, key, got, want)
+			}
+		}
+	}
+	if got := q.poisonedKeys(); got != 1 {
+		t.Errorf("once keys C, A and D have letters in flight: %d poisoned keys, want 1", got)
 	}
 }
 
@@ -286,7 +334,7 @@ func newDrainingSequencer(t *testing.T) (*sequencer[int], *heldReader[int]) {
 	r := &heldReader[int]{}
 	q.admit(Letter[int]{Key: "A", Shard: 1, Value: 1}, r)
 	q.admit(Letter[int]{Key: "A", Shard: 1, Value: 2}, r)
-	if got := q.poison("A", "failed"); len(got) != 1 || got[0].l.Value != 2 {
+	if got := q.poison("A", 1, "failed"); len(got) != 1 || got[0].l.Value != 2 {
 		t.Fatalf("poisoning took %d letters, want letter 2", len(got))
 	}
 	if got := q.admit(Letter[int]{Key: "A", Shard: 1, Value: 3}, r); got != admitHeldBack {

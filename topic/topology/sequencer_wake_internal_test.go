@@ -40,11 +40,11 @@ func TestASequencedRunWaitingOnItsReaderIsWokenWhenItHasWorkElsewhere(t *testing
 			func(q *sequencer[int], r *heldReader[int]) { q.putBack(pendingLetter[int]{l: a(1), r: r}) }},
 		{"a key is poisoned with letters held back",
 			func(q *sequencer[int], r *heldReader[int]) { q.admit(a(1), r); q.admit(a(2), r) },
-			func(q *sequencer[int], _ *heldReader[int]) { q.poison("A", "failed") }},
+			func(q *sequencer[int], _ *heldReader[int]) { q.poison("A", 0, "failed") }},
 		{"a poisoned key's later letters are taken to be dead-lettered",
 			func(q *sequencer[int], r *heldReader[int]) {
 				q.admit(a(1), r)
-				q.poison("A", "failed")
+				q.poison("A", 0, "failed")
 				q.admit(a(2), r)
 			},
 			func(q *sequencer[int], _ *heldReader[int]) { q.drained("A") }},

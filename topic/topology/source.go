@@ -1181,7 +1181,7 @@ func (s *Source[T]) kill(ctx context.Context, p *pendingLetter[T], reason Reason
 		// a dead-lettering of the key is kept (the DLQ failed it), the
 		// later ones wait behind it (followKept).
 		follow := BoundDeathError(poisonedBy(p.l.Key, text))
-		ws := s.seq.poison(p.l.Key, follow)
+		ws := s.seq.poison(p.l.Key, p.l.Shard, follow)
 		for {
 			for i := range ws {
 				s.poisonLetter(ctx, &ws[i], follow)

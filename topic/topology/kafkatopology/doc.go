@@ -120,7 +120,8 @@
 //     back at once the letters of the partition it holds back behind a
 //     key's retry, and those it took as the partition went, and forgets
 //     the retries of the keys an assignment leaves out, which come back
-//     to the partition's new owner. A
+//     to the partition's new owner, and those keys' FailAll poisonings:
+//     the new owner handles their later letters. A
 //     letter whose hand-off failed (Hold, Requeue
 //     or DeadLetter returned an error) is never committed: its partition's
 //     commits stop there and the group delivers it again after the next

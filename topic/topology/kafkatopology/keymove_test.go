@@ -23,9 +23,9 @@ import (
 )
 
 // seqMember is one member of a sequenced topology's group: a pipeline
-// reading it through a Source, whose handler retries the first attempt
-// of each key's message 1 (1, 11, ...: N%10 == 1) and records what it
-// handles.
+// reading it through a Source, whose handler records what it handles
+// and, unless started otherwise (startSeqMemberFailing), retries the
+// first attempt of each key's message 1 (1, 11, ...: N%10 == 1).
 type seqMember struct {
 	q   topology.Queues[msg]
 	src *topology.Source[msg]
@@ -54,6 +54,19 @@ func declareMember(t *testing.T, brokers []string, clientID string, top *topolog
 // startSeqMemberOn starts a member named clientID reading q.
 func startSeqMemberOn(t *testing.T, clientID string, q topology.Queues[msg]) *seqMember {
 	t.Helper()
+	return startSeqMemberFailing(t, clientID, q, func(n, retries int) error {
+		if n%10 == 1 && retries == 0 {
+			return topology.Retry(errors.New("not yet"))
+		}
+		return nil
+	})
+}
+
+// startSeqMemberFailing starts a member named clientID reading q, whose
+// handler fails message n at its retries-th attempt with what fail
+// returns (nil: handled).
+func startSeqMemberFailing(t *testing.T, clientID string, q topology.Queues[msg], fail func(n, retries int) error) *seqMember {
+	t.Helper()
 	m := &seqMember{q: q}
 	var err error
 	m.src, err = topology.NewSource(topology.SourceOptions[msg]{Queues: m.q, Logger: slog.New(slog.DiscardHandler)})
@@ -69,8 +82,8 @@ func startSeqMemberOn(t *testing.T, clientID string, q topology.Queues[msg]) *se
 			m.mu.Lock()
 			m.handled = append(m.handled, fmt.Sprintf("%d/%d", mm.Data.N, d.Retries))
 			m.mu.Unlock()
-			if mm.Data.N%10 == 1 && d.Retries == 0 {
-				return msg{}, topology.Retry(errors.New("not yet"))
+			if err := fail(mm.Data.N, d.Retries); err != nil {
+				return msg{}, err
 			}
 			return mm.Data, nil
 		}},
@@ -278,6 +291,30 @@ func cooperative(o *Options[msg]) {
 	o.Config.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{sarama.NewBalanceStrategyCooperativeSticky()}
 }
 
+// twoShardKeys returns a key of each of a two-shard sequenced topology's
+// shards (keys[i] is of shard i), and what publishes to q the messages
+// numbered ns, message n of keys[n/10]: a key's messages are numbered
+// from 10*i+1.
+func twoShardKeys(t *testing.T, q topology.Queues[msg]) (keys [2]string, publish func(ns ...int)) {
+	t.Helper()
+	for i := 0; keys[0] == "" || keys[1] == ""; i++ {
+		k := fmt.Sprintf("K%d", i)
+		keys[topology.ShardOf(k, 2)] = cmp.Or(keys[topology.ShardOf(k, 2)], k)
+	}
+	pub, err := topology.NewPublisher(q, topology.PublisherOptions[msg]{Key: func(m msg) string { return m.Key }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys, func(ns ...int) {
+		t.Helper()
+		for _, n := range ns {
+			if err := pub.Publish(t.Context(), msg{Key: keys[n/10], N: n}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
 // Guarantee: under a cooperative rebalance protocol, whose group session
 // goes on across rebalances, a member whose partition moves to another
 // member while a key of it has its message out in a hold queue, and
@@ -287,25 +324,8 @@ func cooperative(o *Options[msg]) {
 func TestAMemberThatGetsAKeysPartitionBackInACooperativeRebalanceHandlesItsLetters(t *testing.T) {
 	brokers := testbroker.Kafka(t).ListenAddrs()
 	top := topology.New("coopmove").Sequenced(topology.Skip).RoutingShards(2).Hold(5 * time.Second)
-	// keys[i] is a key of shard i, its messages numbered from 10*i+1.
-	var keys [2]string
-	for i := 0; keys[0] == "" || keys[1] == ""; i++ {
-		k := fmt.Sprintf("K%d", i)
-		keys[topology.ShardOf(k, 2)] = cmp.Or(keys[topology.ShardOf(k, 2)], k)
-	}
 	a := startSeqMember(t, brokers, "alpha", top, cooperative)
-	pub, err := topology.NewPublisher(a.q, topology.PublisherOptions[msg]{Key: func(m msg) string { return m.Key }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	publish := func(ns ...int) {
-		t.Helper()
-		for _, n := range ns {
-			if err := pub.Publish(t.Context(), msg{Key: keys[n/10], N: n}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	_, publish := twoShardKeys(t, a.q)
 	publish(1, 11)
 	wait.Within(t, 30*time.Second, "member A to send messages 1 and 11 to the hold queue", func() bool { return a.src.Stats().Retried == 2 }, a.String)
 	publish(2, 12)
