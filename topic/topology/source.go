@@ -1161,7 +1161,7 @@ func (s *Source[T]) discard(ctx context.Context, p *pendingLetter[T], why string
 const (
 	discardedLog    = "message discarded"
 	deadLetteredLog = "message dead-lettered"
-	poisonedLog     = "key poisoned: its messages go to the dead-letter queue until the source closes"
+	poisonedLog     = "key poisoned: its messages go to the dead-letter queue until the source closes or no longer reads the key"
 )
 
 // kill dead-letters p; on a sequenced FailAll topology it poisons p's key
