@@ -5,9 +5,43 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 )
+
+// stalledLag starts a source of cl, named after group, on c's single
+// partition, whose handler holds the first record it is given until the
+// test ends, and waits for the before records produced so far to be taken
+// in and counted as lag. It returns the partition's figures and a
+// description of them.
+func stalledLag(t *testing.T, cl client, c *kfake.Cluster, group string, before int64) (partition func() (kafka.PartitionStats, bool), state func() string) {
+	t.Helper()
+	opts := sourceOptions(c, group)
+	opts.HighWaterInterval = 50 * time.Millisecond
+	src := cl.new(t, opts)
+	p, resume := startStalled(t, group, src, newLedger(), 5)
+	t.Cleanup(func() { stopPipeline(t, p) })
+	t.Cleanup(resume) // before the stop
+
+	partition = func() (kafka.PartitionStats, bool) {
+		st := src.Stats()
+		if len(st.Members) != 1 || len(st.Members[0].Partitions) != 1 {
+			return kafka.PartitionStats{}, false
+		}
+		return st.Members[0].Partitions[0], true
+	}
+	state = func() string {
+		ps, _ := partition()
+		return fmt.Sprintf("%+v", ps)
+	}
+	wait.For(t, "the records produced first taken in and counted as lag", func() bool {
+		ps, ok := partition()
+		return ok && ps.Next == before && ps.HighWater == before && ps.Lag == before
+	}, state)
+	return partition, state
+}
 
 // Guarantee: a partition's lag counts the records produced while its
 // handlers are stuck and its records fill the read-ahead and the client's
@@ -19,33 +53,38 @@ func TestLagCountsRecordsProducedWhileTheBufferIsFull(t *testing.T) {
 		const before, after = 300, 100
 		c := newCluster(t, 1)
 		produce(t, c, 1, 0, before)
-		opts := sourceOptions(c, "g-lag-full")
-		opts.HighWaterInterval = 50 * time.Millisecond
-		src := cl.new(t, opts)
-		p, resume := startStalled(t, "lag-full", src, newLedger(), 5)
-		defer stopPipeline(t, p)
-		defer resume() // before the stop
-
-		partition := func() (kafka.PartitionStats, bool) {
-			st := src.Stats()
-			if len(st.Members) != 1 || len(st.Members[0].Partitions) != 1 {
-				return kafka.PartitionStats{}, false
-			}
-			return st.Members[0].Partitions[0], true
-		}
-		state := func() string {
-			ps, _ := partition()
-			return fmt.Sprintf("%+v", ps)
-		}
-		wait.For(t, "the records produced first taken in and counted as lag", func() bool {
-			ps, ok := partition()
-			return ok && ps.Next == before && ps.HighWater == before && ps.Lag == before
-		}, state)
+		partition, state := stalledLag(t, cl, c, "g-lag-full", before)
 
 		// The handler still holds the first record: nothing is committed,
 		// and the records produced now are not fetched.
 		produce(t, c, 1, before, after)
 		wait.For(t, "the records produced while the buffer is full counted as lag", func() bool {
+			ps, ok := partition()
+			return ok && ps.HighWater == before+after && ps.Lag == before+after && ps.FetchLag >= after
+		}, state)
+	})
+}
+
+// Guarantee: a partition's lag keeps counting the records produced while
+// its handlers are stuck after the partition's leadership has moved to
+// another broker: nothing is fetched, so nothing else makes the client
+// learn of the move, and the listing of the end offsets finds the new
+// leader itself.
+func TestLagKeepsCountingAfterAPartitionsLeaderMoves(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		const before, after = 300, 100
+		c := newCluster(t, 1) // three brokers
+		produce(t, c, 1, 0, before)
+		partition, state := stalledLag(t, cl, c, "g-lag-moved", before)
+
+		// The handler still holds the first record; the partition now has
+		// another leader, and the records produced next are not fetched.
+		leader := c.LeaderFor(testTopic, 0)
+		if err := c.MoveTopicPartition(testTopic, 0, (leader+1)%3); err != nil {
+			t.Fatal(err)
+		}
+		produce(t, c, 1, before, after)
+		wait.For(t, "the records produced after the leader moved counted as lag", func() bool {
 			ps, ok := partition()
 			return ok && ps.HighWater == before+after && ps.Lag == before+after && ps.FetchLag >= after
 		}, state)
