@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -407,6 +410,89 @@ func TestDashboardDrawsTheStalledStageAsFailing(t *testing.T) {
 		}
 		if !strings.Contains(s, want) {
 			t.Errorf("the node of %s reads %q, want it to show %q", stage, s, want)
+		}
+	}
+	if errs := consoleErrors(); len(errs) > 0 {
+		t.Errorf("console errors: %q", errs)
+	}
+}
+
+// drivenDashboard opens the dashboard of obs in the browser, with the
+// page's own polls of /stats refused (503), so that the page draws only
+// what the test renders: the test calls the page's render with snapshots
+// it makes from those /snapshot serves (the Observer's /stats).
+func drivenDashboard(t *testing.T, obs *observe.Observer) (context.Context, func() []string) {
+	t.Helper()
+	ctx, consoleErrors := browser(t)
+	h := obs.Handler(nil)
+	mux := http.NewServeMux()
+	mux.Handle("GET /dashboard", h)
+	mux.HandleFunc("GET /stats", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "the test renders the page", http.StatusServiceUnavailable)
+	})
+	mux.HandleFunc("GET /snapshot", func(w http.ResponseWriter, r *http.Request) {
+		r = r.Clone(r.Context())
+		r.URL.Path = "/stats"
+		h.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/dashboard")); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, consoleErrors
+}
+
+// Guarantee: in a real browser, a stage's busy share is its busy time's
+// rate over the last 30 s (or since the page opened, when that is
+// shorter), divided by its concurrency, for the processors and each
+// batcher: one poll a second, the busy time growing in jumps, the share
+// read after each poll is that of the snapshot of 30 s before (or the
+// first) to the current one. Skipped when no Chromium is installed.
+func TestDashboardBusyShareIsTheRateOverTheLastThirtySeconds(t *testing.T) {
+	obs := observe.New(observe.Options{})
+	now := time.Now()
+	if err := obs.Add(t.Context(), newFakePipeline(pipeline.Stats{Name: "orders", Time: now, Started: now.Add(-time.Hour),
+		Processors: pipeline.ProcessorStats{Stage: "orders.processor", Concurrency: 4},
+		Batchers:   []pipeline.BatcherStats{{Name: "default", Stage: "orders.batcher.default", Concurrency: 2, Batches: map[string]uint64{}}}})); err != nil {
+		t.Fatal(err)
+	}
+	ctx, consoleErrors := drivenDashboard(t, obs)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[int](`(async () => {
+		window.snapText = await (await fetch("snapshot")).text();
+		return snapText.length;
+	})()`, chromedp.EvalAwaitPromise)); err != nil {
+		t.Fatal(err)
+	}
+	// The busy time, in seconds, at poll i: the processors take in 12 s
+	// every 4 s (75% of 4), the batcher 7 s every 5 s (70% of 2), so a
+	// rate over one second reads 0 or many times the concurrency.
+	processorsBusy := func(i int) int { return i / 4 * 12 }
+	batcherBusy := func(i int) int { return i / 5 * 7 }
+	const window = 30
+	for i := range 45 {
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](fmt.Sprintf(`(() => {
+			const s = JSON.parse(snapText);
+			s.time = new Date(Date.parse(s.time) + %d * 1000).toISOString();
+			s.pipelines[0].processors.Busy = %d * 1e9;
+			s.pipelines[0].batchers[0].Busy = %d * 1e9;
+			render(s);
+			return ["orders.processor", "orders.batcher.default"].map(st =>
+				[...document.querySelector('[data-stage="' + st + '"]').children].map(d => d.textContent).find(x => x.startsWith("busy: ")));
+		})()`, i, processorsBusy(i), batcherBusy(i))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		old := max(0, i-window)
+		share := func(busy func(int) int, concurrency int) string {
+			if i == 0 {
+				return "busy: 0% of " + strconv.Itoa(concurrency)
+			}
+			r := float64(busy(i)-busy(old)) / float64(i-old) / float64(concurrency)
+			return fmt.Sprintf("busy: %d%% of %d", int(math.Floor(r*100+0.5)), concurrency)
+		}
+		if want := []string{share(processorsBusy, 4), share(batcherBusy, 2)}; !slices.Equal(got, want) {
+			t.Errorf("after poll %d (the window from poll %d), the processors and the batcher read %q, want %q", i, old, got, want)
 		}
 	}
 	if errs := consoleErrors(); len(errs) > 0 {
