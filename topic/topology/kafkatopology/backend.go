@@ -13,6 +13,7 @@ import (
 
 	"github.com/boulevard-go/boulevard/internal/kafkaalone"
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
+	"github.com/boulevard-go/boulevard/internal/kafkaends"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/kafkaorder"
 	"github.com/boulevard-go/boulevard/internal/liveset"
@@ -126,7 +127,7 @@ type Backend[T any] struct {
 	// read, listed every Options.HighWaterInterval by a goroutine of the
 	// backend until stopEnds is closed; endsDone is closed once it has
 	// returned (nil both for a Backend New did not make).
-	ends     listedEnds
+	ends     kafkaends.Ends
 	stopEnds chan struct{}
 	endsDone chan struct{}
 	// limits are the max.message.bytes of the topics whose broker refused

@@ -244,7 +244,7 @@ func (r *broadcastReader[T]) appendPartitions(out []PartitionStats) []PartitionS
 	defer r.mu.Unlock()
 	for _, p := range r.parts {
 		ps := partitionFigures(r.kname, p.part, p.position(), p.start, p.next.Load(),
-			max(p.hw.HighWaterMarkOffset(), r.b.ends.end(r.kname, p.part)))
+			max(p.hw.HighWaterMarkOffset(), r.b.ends.End(r.kname, p.part)))
 		if p.fetchErr != nil && time.Since(p.fetchErrAt) < quiet {
 			ps.FetchErr = p.fetchErr
 		}
@@ -258,7 +258,7 @@ func (r *broadcastReader[T]) appendRead(out []topicPartition) []topicPartition {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range r.parts {
-		out = append(out, topicPartition{r.kname, p.part})
+		out = append(out, topicPartition{Topic: r.kname, Part: p.part})
 	}
 	return out
 }

@@ -127,7 +127,7 @@ func TestCloseEndsTheListingOfLogEnds(t *testing.T) {
 	kname := q.(*queues[msg]).main
 	subscribe(t, q)
 	publish(t, q, 1)
-	wait.For(t, "the partition's log end listed", func() bool { return b.ends.end(kname, 0) == 1 })
+	wait.For(t, "the partition's log end listed", func() bool { return b.ends.End(kname, 0) == 1 })
 	testbroker.HangKafka(t, c)
 	if !testbroker.ReturnsByDeadline(t, "closing the backend", b.Close) {
 		t.FailNow()

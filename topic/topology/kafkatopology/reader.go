@@ -347,7 +347,7 @@ func (r *groupReader[T]) appendPartitions(out []PartitionStats) []PartitionStats
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range r.claims {
-		out = append(out, c.stats(r.topic, r.gid, quiet, r.b.ends.end(r.topic, c.part)))
+		out = append(out, c.stats(r.topic, r.gid, quiet, r.b.ends.End(r.topic, c.part)))
 	}
 	return out
 }
@@ -357,7 +357,7 @@ func (r *groupReader[T]) appendRead(out []topicPartition) []topicPartition {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, c := range r.claims {
-		out = append(out, topicPartition{r.topic, c.part})
+		out = append(out, topicPartition{Topic: r.topic, Part: c.part})
 	}
 	return out
 }

@@ -388,7 +388,7 @@ func (r *releaser[T]) appendHolds(out []HoldStats) []HoldStats {
 			start = first // the records below it were deleted
 		}
 		ps := partitionFigures(r.topic, p, at.marked.Load(), start, at.next.Load(),
-			max(at.hw.HighWaterMarkOffset(), r.b.holdEnds.end(r.topic, p), r.b.ends.end(r.topic, p)))
+			max(at.hw.HighWaterMarkOffset(), r.b.holdEnds.end(r.topic, p), r.b.ends.End(r.topic, p)))
 		out = append(out, HoldStats{Topic: ps.Topic, Partition: ps.Partition, Committed: ps.Committed,
 			Next: ps.Next, HighWater: ps.HighWater, Waiting: ps.Lag})
 	}
@@ -402,7 +402,7 @@ func (r *releaser[T]) appendRead(out []topicPartition) []topicPartition {
 	defer r.atMu.Unlock()
 	for p, at := range r.at {
 		if !at.ended.Load() {
-			out = append(out, topicPartition{r.topic, p})
+			out = append(out, topicPartition{Topic: r.topic, Part: p})
 		}
 	}
 	return out

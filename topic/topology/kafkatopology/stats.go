@@ -13,6 +13,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaends"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
 	"github.com/boulevard-go/boulevard/internal/redact"
 	"github.com/boulevard-go/boulevard/internal/repeatlog"
@@ -487,15 +488,12 @@ type holdEnds struct {
 }
 
 // topicPartition is a partition of a topic.
-type topicPartition struct {
-	topic string
-	part  int32
-}
+type topicPartition = kafkaends.Partition
 
 // wrote records that the backend held a letter in partition part of hold
 // topic topic, which ends at end now.
 func (h *holdEnds) wrote(topic string, part int32, end int64) {
-	k := topicPartition{topic, part}
+	k := topicPartition{Topic: topic, Part: part}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.m == nil {
@@ -509,5 +507,5 @@ func (h *holdEnds) wrote(topic string, part int32, end int64) {
 func (h *holdEnds) end(topic string, part int32) int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.m[topicPartition{topic, part}]
+	return h.m[topicPartition{Topic: topic, Part: part}]
 }
