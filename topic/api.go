@@ -140,6 +140,10 @@ type Stats struct {
 	// durable backend's; see StateStats): each may have missed what was
 	// published meanwhile, and is logged.
 	BroadcastResubscribes uint64
+	// Partitions are the partitions this process's subscribers read, with
+	// their lag (a durable backend's that knows its partitions, kafkatopic;
+	// see StateStats).
+	Partitions []PartitionStats
 }
 
 // Declaration is one topic of a [Broker.CreateTopics] batch. A nil Backend
@@ -677,6 +681,7 @@ func (h *Handle[T]) Stats() Stats {
 		InFlight:              int(h.inFlight.Load()),
 		Undecodable:           ss.Undecodable,
 		BroadcastResubscribes: ss.BroadcastResubscribes,
+		Partitions:            ss.Partitions,
 	}
 }
 

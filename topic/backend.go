@@ -190,6 +190,67 @@ type StateStats struct {
 	// each may have missed what was published while it was away, and is
 	// logged at WARN. The in-memory backend has none.
 	BroadcastResubscribes uint64
+	// Partitions are the partitions this process's balanced subscribers
+	// claim and its broadcast subscribers read, with their lag, ordered
+	// by group and partition (a broadcast subscriber's, Group "", first);
+	// a partition that several subscribers read (broadcast subscribers,
+	// or two members of a group for a moment of a rebalance) is listed
+	// once per reader, the one furthest behind (least Committed, then
+	// HighWater) first. Filled by the durable backends that know their
+	// topics' partitions: kafkatopic. pulsartopic and the in-memory
+	// backend leave it empty.
+	Partitions []PartitionStats
+}
+
+// PartitionStats is one partition of a topic that a balanced subscriber
+// of this process claims, or a broadcast subscriber reads, with its lag
+// read the way the Kafka source's (package sources/kafka) is. Offsets are
+// the backend's (Kafka offsets: the offset of the next record to read, as
+// Kafka commits them).
+type PartitionStats struct {
+	// Group is the balanced subscriber's group as the backend names it
+	// (kafkatopic: the Kafka consumer group, kafkatopic.GroupID); empty
+	// for a broadcast subscriber, which reads without one.
+	Group string
+	// Partition is the partition.
+	Partition int32
+	// Committed is the group's committed offset as the claim began (-1
+	// when it had none), then the end of the contiguous prefix of
+	// messages the subscriber settled, which the backend commits (Kafka:
+	// marks for commit, committed within
+	// Config.Consumer.Offsets.AutoCommit.Interval, so Committed may run
+	// ahead of the broker's offset by that interval). A broadcast
+	// subscriber commits nothing: its Committed is its position, the
+	// offset after the last record it handed out (Receive) or skipped (a
+	// record that does not decode), the log end as of its Subscribe
+	// before any.
+	Committed int64
+	// HighWater is the partition's high-water mark (the offset the next
+	// published message gets) as of the latest fetch response, or the log
+	// end the backend listed last if greater (kafkatopic:
+	// Options.HighWaterInterval): a subscriber whose read-ahead is full
+	// (one that does not receive) stops fetching, and the messages
+	// published meanwhile count once listed. 0 before either.
+	HighWater int64
+	// Lag is HighWater − Committed: the messages a restart would read
+	// again or for the first time (a broadcast subscriber's: the messages
+	// published that it has not handed out yet, which a restart would not
+	// deliver at all, a new broadcast subscriber starting at the log
+	// end); while the group has no committed offset, HighWater − the
+	// offset the claim started at. 0 while HighWater is unknown, and
+	// never negative.
+	Lag int64
+	// FetchErr is the error of the partition's last failed fetch while
+	// its fetches fail (kafkatopic: sarama.ErrTopicAuthorizationFailed,
+	// wrapped, for a topic an ACL denies the subscriber READ on; the
+	// cluster out of reach): HighWater then grows only as the backend
+	// lists the log ends, which the brokers may refuse too, or not
+	// answer. Nil once a fetch returns records, or once the fetches have
+	// gone on without failing for the longer of 3 s and twice
+	// Consumer.Retry.Backoff (sarama does not report a fetch that
+	// returns nothing), and for a partition whose fetches have not
+	// failed. Not in the JSON form.
+	FetchErr error `json:"-"`
 }
 
 // ReachObserver hears from a topic's backend whether one subscription can

@@ -3,6 +3,7 @@ package topic_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +70,7 @@ func TestZeroHandleReturnsErrNotCreated(t *testing.T) {
 		wantNotCreated(t, "Tracked", err)
 	})
 	call(t, "Stats", func() {
-		if st := h.Stats(); st != (topic.Stats{}) {
+		if st := h.Stats(); !reflect.DeepEqual(st, topic.Stats{}) {
 			t.Errorf("Stats of a zero Handle = %+v, want zero", st)
 		}
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/IBM/sarama"
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
+	"github.com/boulevard-go/boulevard/internal/kafkaends"
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/kafkaorder"
 	"github.com/boulevard-go/boulevard/internal/kafkareach"
@@ -48,6 +49,15 @@ type Backend[T any] struct {
 	// some of them abandoned by a call whose context ended, and the
 	// Subscribes under way; close waits for them.
 	admins sync.WaitGroup
+
+	// ends are the log ends of the partitions the members claim and the
+	// broadcast subscribers read, listed every Options.HighWaterInterval
+	// by a goroutine of the backend until stopEnds is closed; endsDone is
+	// closed once it has returned (nil both for a Backend New did not
+	// make).
+	ends     kafkaends.Ends
+	stopEnds chan struct{}
+	endsDone chan struct{}
 
 	mu     sync.Mutex
 	closed bool
@@ -121,6 +131,11 @@ func NewContext[T any](ctx context.Context, opts Options[T]) (*Backend[T], error
 	if err != nil {
 		return nil, err
 	}
+	b.stopEnds, b.endsDone = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(b.endsDone)
+		b.listEnds(b.stopEnds)
+	}()
 	return b, nil
 }
 
@@ -425,6 +440,8 @@ func (b *Backend[T]) close() {
 	if b.prod == nil {
 		return // New did not make the backend: it has no producer or clients
 	}
+	close(b.stopEnds)
+	<-b.endsDone
 	b.prod.close()
 	b.admins.Wait()
 	_ = b.admin.Close() // closes b.client too

@@ -108,6 +108,7 @@ func TestTimeoutsAreBoundedByTheirConstants(t *testing.T) {
 		{"connect_timeout", func(o *kafkatopic.Options[int], d time.Duration) { o.ConnectTimeout = d }, kafkatopic.MaxConnectTimeout},
 		{"revoke_timeout", func(o *kafkatopic.Options[int], d time.Duration) { o.RevokeTimeout = d }, kafkatopic.MaxAdminTimeout},
 		{"nack_redelivery_delay", func(o *kafkatopic.Options[int], d time.Duration) { o.NackRedeliveryDelay = d }, kafkatopic.MaxNackRedeliveryDelay},
+		{"high_water_interval", func(o *kafkatopic.Options[int], d time.Duration) { o.HighWaterInterval = d }, kafkatopic.MaxHighWaterInterval},
 	} {
 		o := base()
 		tc.set(&o, tc.limit)
@@ -119,5 +120,20 @@ func TestTimeoutsAreBoundedByTheirConstants(t *testing.T) {
 		if err := o.Validate(); !errors.As(err, &es) || !es.Has(tc.field, "lte") {
 			t.Errorf("%s at %s: Validate = %v, want an lte error on %s", tc.field, tc.limit+time.Millisecond, err, tc.field)
 		}
+	}
+}
+
+// Guarantee: Options.HighWaterInterval is refused below
+// MinHighWaterInterval, with an error naming the field and the rule, and
+// accepted at it.
+func TestHighWaterIntervalBelowItsMinimumIsRefused(t *testing.T) {
+	o := kafkatopic.Options[int]{Brokers: []string{"127.0.0.1:9092"}, Codec: topic.IntCodec{}, HighWaterInterval: kafkatopic.MinHighWaterInterval}
+	if err := o.Validate(); err != nil {
+		t.Errorf("high_water_interval at %s refused: %v", o.HighWaterInterval, err)
+	}
+	o.HighWaterInterval = kafkatopic.MinHighWaterInterval - time.Millisecond
+	var es validate.Errors
+	if err := o.Validate(); !errors.As(err, &es) || !es.Has("high_water_interval", "gte") {
+		t.Errorf("high_water_interval at %s: Validate = %v, want a gte error on high_water_interval", o.HighWaterInterval, err)
 	}
 }

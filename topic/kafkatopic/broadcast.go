@@ -69,13 +69,30 @@ type bsub[T any] struct {
 	failing bool  // endCorrupt was called
 	dataSig chan struct{}
 	room    chan struct{}
+	// parts are the partitions the subscriber reads, with their figures
+	// (Stats' Partitions).
+	parts map[int32]*bpart
 }
 
-// bitem is a fetched value, or (lagged > 0) a lag notice.
+// bpart is a partition a broadcast subscriber reads; guarded by its mu.
+type bpart struct {
+	hw highWater // the partition's consumer
+	// pos is the offset after the last record of the partition handed out
+	// or skipped, the log end as of Subscribe before any.
+	pos int64
+	// queued counts the partition's records queued, not yet handed out.
+	queued   int
+	fetchErr fetchErr // the last failed fetch while none returned records since
+}
+
+// bitem is a fetched value of partition part at offset off, or
+// (lagged > 0) a lag notice.
 type bitem[T any] struct {
 	v      T
 	hdr    topic.Headers
 	lagged uint64
+	part   int32
+	off    int64
 }
 
 // subscribeBroadcast starts a broadcast subscriber within parent and
@@ -109,7 +126,7 @@ func (t *kTopic[T]) subscribeBroadcast(parent context.Context, observer topic.Re
 		_ = client.Close()
 		return nil, fmt.Errorf("%w: %w", ErrConnect, b.red.Err(err))
 	}
-	s := &bsub[T]{t: t, client: client, conns: conns, cons: cons, reach: reach, stopCh: make(chan struct{}), dataSig: make(chan struct{}, 1),
+	s := &bsub[T]{t: t, client: client, conns: conns, cons: cons, reach: reach, stopCh: make(chan struct{}), dataSig: make(chan struct{}, 1), parts: map[int32]*bpart{},
 		fails:       repeatlog.Partitions{Msg: "kafkatopic: broadcast consumer error", Log: b.log},
 		undecodable: logburst.Keyed[int32]{Log: b.log, Level: slog.LevelWarn, Msg: "kafkatopic: record does not decode; skipped"}}
 	fail := func(err error) (*bsub[T], error) {
@@ -138,6 +155,9 @@ func (t *kTopic[T]) subscribeBroadcast(parent context.Context, observer topic.Re
 		if err != nil {
 			return fail(err)
 		}
+		s.mu.Lock()
+		s.parts[p] = &bpart{hw: pc, pos: off}
+		s.mu.Unlock()
 		s.pumps.Add(1)
 		go s.pump(p, pc, off)
 	}
@@ -174,6 +194,7 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 	skipUndecodable := func(rec *sarama.ConsumerMessage, err error, attrs ...slog.Attr) {
 		s.t.undecodable.Add(1)
 		undecodable.LogKafka(context.Background(), &s.undecodable, rec, err, attrs...)
+		s.skipped(part, rec.Offset)
 	}
 	// drain reads pc until it ends and reports whether it ended below the
 	// log start with the subscription still open.
@@ -199,7 +220,7 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 					skipUndecodable(rec, err)
 					continue
 				}
-				if !s.push(bitem[T]{v: v, hdr: envelopeHeaders(rec.Headers)}) {
+				if !s.push(bitem[T]{v: v, hdr: envelopeHeaders(rec.Headers), part: part, off: rec.Offset}) {
 					pc.AsyncClose()
 					stop = nil
 				}
@@ -217,6 +238,7 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 					continue
 				}
 				red := b.red.Err(cerr)
+				s.fetchFailed(part, red)
 				s.reach.SaramaError(red)
 				s.fails.Fail(context.Background(), part, red, b.red.Err(cerr.Err), slog.String("topic", s.t.kname))
 			case <-stop:
@@ -235,7 +257,12 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 				return
 			}
 			var err error
-			if pc, next, err = s.lagged(part, next); err != nil || pc == nil {
+			if pc, next, err = s.lagged(part, next); err == nil && pc != nil {
+				s.mu.Lock()
+				s.parts[part].hw = pc
+				s.mu.Unlock()
+			}
+			if err != nil || pc == nil {
 				if err != nil {
 					b.log.Warn("kafkatopic: broadcast subscriber cannot continue on a partition after falling below the log start",
 						slog.String("topic", s.t.kname), slog.Int("partition", int(part)), slog.Any("error", b.red.Err(err)))
@@ -387,6 +414,10 @@ func (s *bsub[T]) push(it bitem[T]) bool {
 		s.mu.Unlock()
 		return false
 	}
+	if p := s.parts[it.part]; p != nil && it.lagged == 0 {
+		p.queued++
+		p.fetchErr = fetchErr{}
+	}
 	s.queue = append(s.queue, it)
 	s.mu.Unlock()
 	s.signal()
@@ -413,6 +444,10 @@ func (s *bsub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, er
 			it := s.queue[s.head]
 			s.queue[s.head] = bitem[T]{}
 			s.head++
+			if p := s.parts[it.part]; p != nil && it.lagged == 0 {
+				p.queued--
+				p.pos = it.off + 1
+			}
 			s.nextID++
 			dst[n] = topic.Envelope[T]{ID: s.nextID, Value: it.v, Headers: it.hdr, Lagged: it.lagged}
 			n++

@@ -89,6 +89,13 @@ type member[T any] struct {
 	// from: the offset after the last record it queued or skipped, or the
 	// claim's initial offset (negative: not known).
 	fetchFrom map[int32]int64
+	// claims are the member's claims of partitions, with their figures
+	// (Stats' Partitions), until they are released.
+	claims map[*kafkaoffset.Claim]claimFigures
+	// fetchErrs are, per partition claimed, the error of its last failed
+	// fetch and when it came; a partition leaves it when a record of it
+	// is fetched, or its claim is released.
+	fetchErrs map[int32]fetchErr
 	// failed is the error consumption ended with (a partition that
 	// cannot be decoded): Receive returns it once the queue is drained.
 	failed error
@@ -193,6 +200,7 @@ func (t *kTopic[T]) joinGroup(parent context.Context, g topic.GroupName, opts to
 		t: t, group: g, gid: gid, client: client, conns: conns, cg: cg, onRelease: opts.OnRelease, reach: reach,
 		ready: make(chan struct{}), loopDone: make(chan struct{}), errsDone: make(chan struct{}),
 		outstanding: make(map[topic.MessageID]delivery[T]), fetchFrom: make(map[int32]int64),
+		claims: make(map[*kafkaoffset.Claim]claimFigures), fetchErrs: make(map[int32]fetchErr),
 		stopped: make(chan struct{}), dataSig: make(chan struct{}, 1),
 		fails: repeatlog.Group{Prefix: "kafkatopic", Log: b.log},
 		undecodable: logburst.Keyed[int32]{Log: b.log, Level: slog.LevelWarn,
@@ -292,6 +300,7 @@ func (m *member[T]) logErrors() {
 		part, cause := int32(-1), error(nil)
 		if ok && ce.Topic != "" {
 			part, cause = ce.Partition, m.t.b.red.Err(ce.Err)
+			m.fetchFailed(part, m.t.b.red.Err(ce))
 		}
 		m.reach.SaramaError(m.t.b.red.Err(err))
 		m.fails.Error(m.ctx, part, m.t.b.red.Err(err), cause, slog.String("topic", m.t.kname), slog.String("group", m.gid))
@@ -364,6 +373,7 @@ func (m *member[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.Con
 	defer m.release(c)
 	m.mu.Lock()
 	m.fetchFrom[gc.Partition()] = gc.InitialOffset()
+	m.claims[c] = claimFigures{committed: max(gc.InitialOffset(), -1), start: gc.InitialOffset(), hw: gc}
 	m.mu.Unlock()
 	ctx := sess.Context()
 	batch := make([]delivery[T], 0, pushBatch)
@@ -481,6 +491,7 @@ func (m *member[T]) push(ctx context.Context, c *kafkaoffset.Claim, batch []deli
 			c.Fetch(d.off)
 		}
 		m.fetchFrom[c.Partition()] = batch[n-1].off + 1
+		delete(m.fetchErrs, c.Partition())
 		m.queue = append(m.queue, batch[:n]...)
 		batch = batch[n:]
 		m.signal()
@@ -494,6 +505,7 @@ func (m *member[T]) skip(c *kafkaoffset.Claim, off int64) {
 	m.mu.Lock()
 	c.Skip(off)
 	m.fetchFrom[c.Partition()] = off + 1
+	delete(m.fetchErrs, c.Partition())
 	m.mu.Unlock()
 }
 
@@ -682,6 +694,10 @@ func (m *member[T]) release(c *kafkaoffset.Claim) {
 			slog.Int("partition", int(c.Partition())), slog.Int("held", left), slog.Duration("revoke_timeout", timeout))
 	}
 	c.Commit()
+	m.mu.Lock()
+	delete(m.claims, c)
+	delete(m.fetchErrs, c.Partition())
+	m.mu.Unlock()
 	m.undecodable.Forget(m.ctx, c.Partition())
 }
 

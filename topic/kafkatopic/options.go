@@ -32,6 +32,12 @@ const (
 	MaxAdminTimeout = time.Hour
 	// MaxNackRedeliveryDelay is the largest Options.NackRedeliveryDelay.
 	MaxNackRedeliveryDelay = time.Hour
+	// MinHighWaterInterval and MaxHighWaterInterval bound
+	// Options.HighWaterInterval, as the Kafka sources' option of that
+	// name: each interval sends the cluster one ListOffsets request per
+	// broker.
+	MinHighWaterInterval = 10 * time.Millisecond
+	MaxHighWaterInterval = time.Hour
 	// MaxConnectTimeout is the largest Options.ConnectTimeout.
 	MaxConnectTimeout = 5 * time.Minute
 	// MaxChannelBufferSize is the largest Options.Config.ChannelBufferSize
@@ -65,6 +71,8 @@ const (
 	DefaultConnectTimeout = 10 * time.Second
 	// DefaultRevokeTimeout is Options.RevokeTimeout.
 	DefaultRevokeTimeout = 5 * time.Second
+	// DefaultHighWaterInterval is Options.HighWaterInterval.
+	DefaultHighWaterInterval = 5 * time.Second
 	// DefaultPublishBuffer is Options.PublishBuffer.
 	DefaultPublishBuffer = 256
 	// DefaultNackRedeliveryDelay is Options.NackRedeliveryDelay, as
@@ -189,6 +197,16 @@ type Options[T any] struct {
 	// the group drops the member while it waits. Default 5s, at most
 	// MaxAdminTimeout (1h).
 	RevokeTimeout time.Duration `name:"revoke_timeout" validate:"gte=0,lte=1h"`
+	// HighWaterInterval is how often the backend asks the brokers for the
+	// log ends of the partitions this process's balanced members claim
+	// and its broadcast subscribers read (one ListOffsets request per
+	// broker, through the backend's client, each within
+	// Config.Net.ReadTimeout), for the topics' Stats (Partitions): a
+	// subscriber takes its high-water mark from its fetches, and stops
+	// fetching while its read-ahead is full (a subscriber that does not
+	// receive). Default 5s; at least MinHighWaterInterval (10ms), at most
+	// MaxHighWaterInterval (1h).
+	HighWaterInterval time.Duration `name:"high_water_interval" validate:"omitempty,gte=10ms,lte=1h"`
 	// PublishBuffer is how many publishes may wait to be handed to the
 	// producer; TryPublish reports DroppedOnFull when it is full, Publish
 	// waits for room. Default 256, at most MaxPublishBuffer (1048576).
@@ -242,6 +260,9 @@ func (o Options[T]) WithDefaults() Options[T] {
 	}
 	if o.RevokeTimeout == 0 {
 		o.RevokeTimeout = DefaultRevokeTimeout
+	}
+	if o.HighWaterInterval == 0 {
+		o.HighWaterInterval = DefaultHighWaterInterval
 	}
 	if o.PublishBuffer == 0 {
 		o.PublishBuffer = DefaultPublishBuffer
@@ -319,6 +340,7 @@ func (o Options[T]) String() string {
 	b.Duration("AdminTimeout", o.AdminTimeout)
 	b.Duration("ConnectTimeout", o.ConnectTimeout)
 	b.Duration("RevokeTimeout", o.RevokeTimeout)
+	b.Duration("HighWaterInterval", o.HighWaterInterval)
 	b.Int("PublishBuffer", int64(o.PublishBuffer))
 	b.Duration("NackRedeliveryDelay", o.NackRedeliveryDelay)
 	b.Quoted("InitialOffset", o.InitialOffset)

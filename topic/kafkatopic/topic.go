@@ -378,12 +378,17 @@ func (t *kTopic[T]) leaveGroup(g topic.GroupName) {
 
 // Stats counts this process's groups and broadcast subscribers, the
 // records broadcast subscribers missed and those its subscriptions skipped
-// because they do not decode.
+// because they do not decode, and lists the partitions its members claim
+// and its broadcast subscribers read, with their lag. It sends no request
+// to the cluster: it reads what the subscribers keep anyway and the log
+// ends the backend listed last (see Options.HighWaterInterval).
 func (t *kTopic[T]) Stats() topic.StateStats {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	return topic.StateStats{BalancedGroups: len(t.groups), BroadcastSubscribers: len(t.broadcasts), Lagged: t.lagged.Load(),
+	st := topic.StateStats{BalancedGroups: len(t.groups), BroadcastSubscribers: len(t.broadcasts), Lagged: t.lagged.Load(),
 		Undecodable: t.undecodable.Load()}
+	t.mu.Unlock()
+	st.Partitions = t.partitions()
+	return st
 }
 
 // Close closes the topic: publishes fail with ErrTopicClosed, members
@@ -397,15 +402,9 @@ func (t *kTopic[T]) Close() {
 		t.mu.Lock()
 		t.closed = true
 		close(t.closedCh)
-		ms := make([]*member[T], 0, len(t.members))
-		for m := range t.members {
-			ms = append(ms, m)
-		}
-		bs := make([]*bsub[T], 0, len(t.broadcasts))
-		for s := range t.broadcasts {
-			bs = append(bs, s)
-		}
 		t.mu.Unlock()
+		// No subscriber joins once closed is set.
+		ms, bs := t.readers()
 		var wg sync.WaitGroup
 		for _, m := range ms {
 			wg.Go(func() { m.stop(false) })

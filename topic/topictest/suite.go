@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -1678,10 +1679,17 @@ func testAckAllRejections(s *suite) {
 	s.topic("good", good)
 }
 
+// counts returns st without its Partitions, which a durable backend
+// that knows its partitions fills (see topic.StateStats).
+func counts(st topic.Stats) topic.Stats {
+	st.Partitions = nil
+	return st
+}
+
 func testStats(s *suite) {
 	t := s.t
 	h := s.topic("t", mixed(1, 2))
-	if st := h.Stats(); st != (topic.Stats{}) {
+	if st := h.Stats(); !reflect.DeepEqual(st, topic.Stats{}) {
 		t.Fatalf("fresh Stats = %+v", st)
 	}
 	g1 := s.sub(h, group("a"))
@@ -1702,9 +1710,9 @@ func testStats(s *suite) {
 	recvValue(t, g1, 3)
 	recvValue(t, g2, 3)
 	publish(t, h, 4) // b1 has read nothing: ring of 2 overwrote 1
-	st := h.Stats()
+	st := counts(h.Stats())
 	want := topic.Stats{BalancedGroups: 2, BroadcastSubscribers: 2, Published: 3, Dropped: 1, InFlight: 1}
-	if st != want {
+	if !reflect.DeepEqual(st, want) {
 		t.Fatalf("Stats = %+v, want %+v", st, want)
 	}
 	if it := recv(t, b1); it.Lagged != 1 {
@@ -1833,7 +1841,7 @@ func testDurableSettles(s *suite) {
 func testDurableStats(s *suite) {
 	t := s.t
 	h := s.topic("t", mixed(8, 8))
-	if st := h.Stats(); st != (topic.Stats{}) {
+	if st := h.Stats(); !reflect.DeepEqual(st, topic.Stats{}) {
 		t.Fatalf("fresh Stats = %+v", st)
 	}
 	a := s.sub(h, group("a"))
@@ -1847,7 +1855,7 @@ func testDurableStats(s *suite) {
 		}
 	}
 	want := topic.Stats{BalancedGroups: 2, BroadcastSubscribers: 1, Published: 3}
-	if st := h.Stats(); st != want {
+	if st := counts(h.Stats()); !reflect.DeepEqual(st, want) {
 		t.Fatalf("Stats = %+v, want %+v", st, want)
 	}
 	b.Close()

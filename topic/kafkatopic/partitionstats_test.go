@@ -1,0 +1,144 @@
+package kafkatopic_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/kafkatopic"
+)
+
+// fullReadAhead sets a backend's options so that its subscribers' clients
+// buffer one record per partition, and the log ends are listed often.
+func fullReadAhead(o *kafkatopic.Options[int]) {
+	o.Config.ChannelBufferSize = 1
+	o.HighWaterInterval = 50 * time.Millisecond
+}
+
+// publishN publishes the values from..to-1 to h.
+func publishN(t *testing.T, h *topic.Handle[int], from, to int) {
+	t.Helper()
+	for v := from; v < to; v++ {
+		if err := h.Publish(ctxT(t), v); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// onlyPartition returns the one partition h's Stats list, and whether it
+// lists exactly one.
+func onlyPartition(h *topic.Handle[int]) (topic.PartitionStats, bool) {
+	ps := h.Stats().Partitions
+	if len(ps) != 1 {
+		return topic.PartitionStats{}, false
+	}
+	return ps[0], true
+}
+
+// Guarantee: a balanced group whose subscriber holds what it received
+// without settling it (a handler that blocks) shows its partition's lag
+// growing with every record published, those published while its
+// read-ahead is full and its client no longer fetches included, within
+// Options.HighWaterInterval; the partition is listed under the group's
+// Kafka consumer group.
+func TestABalancedGroupsLagGrowsAsRecordsArePublishedWhileItsReadAheadIsFull(t *testing.T) {
+	c := testbroker.Kafka(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	fullReadAhead(&o)
+	h := newTopic(t, newBackend(t, o), "lagging", topic.Options{Balanced: topic.BalancedPolicy{Capacity: 1}})
+	s := subscribe(t, h, topic.Balanced("g"))
+	state := func() string { return fmt.Sprintf("Stats().Partitions = %+v", h.Stats().Partitions) }
+	const first, later = 8, 8
+	publishN(t, h, 0, first)
+	recv(t, s) // never settled
+	wait.Within(t, patience, "the first records counted", func() bool {
+		p, ok := onlyPartition(h)
+		return ok && p.HighWater == first && p.Lag == first-p.Committed
+	}, state)
+	p, _ := onlyPartition(h)
+	if want := kafkatopic.GroupID("lagging", "g"); p.Group != want || p.Partition != 0 || p.Committed != 0 || p.FetchErr != nil {
+		t.Fatalf("Stats().Partitions = %+v, want partition 0 of group %q, committed 0, no fetch error", h.Stats().Partitions, want)
+	}
+	publishN(t, h, first, first+later)
+	wait.Within(t, patience, "the records published while the read-ahead is full counted in the lag", func() bool {
+		p, ok := onlyPartition(h)
+		return ok && p.HighWater == first+later && p.Lag == first+later
+	}, state)
+}
+
+// Guarantee: a broadcast subscriber's partitions are listed with no
+// group, its position (the offset after the last record it received) as
+// Committed and the records published that it has not received as its
+// lag, those published while its read-ahead is full included.
+func TestABroadcastSubscribersPartitionsShowItsPositionAndLag(t *testing.T) {
+	c := testbroker.Kafka(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	fullReadAhead(&o)
+	h := newTopic(t, newBackend(t, o), "told", topic.Options{Mode: topic.Mixed, Broadcast: topic.BroadcastPolicy{Capacity: 1}})
+	s := subscribe(t, h, topic.Broadcast())
+	state := func() string { return fmt.Sprintf("Stats().Partitions = %+v", h.Stats().Partitions) }
+	const first, later = 8, 8
+	publishN(t, h, 0, first)
+	for range 2 {
+		recv(t, s)
+	}
+	wait.Within(t, patience, "the subscriber's position and the first records counted", func() bool {
+		p, ok := onlyPartition(h)
+		return ok && p.Group == "" && p.Committed == 2 && p.HighWater == first && p.Lag == first-2
+	}, state)
+	publishN(t, h, first, first+later)
+	wait.Within(t, patience, "the records published while the read-ahead is full counted in the lag", func() bool {
+		p, ok := onlyPartition(h)
+		return ok && p.Committed == 2 && p.HighWater == first+later && p.Lag == first+later-2
+	}, state)
+}
+
+// Guarantee: while an ACL denies READ on the topic, the partitions its
+// balanced member claims and its broadcast subscriber reads are listed
+// with their fetches failing, the refusal as FetchErr.
+func TestPartitionsWhoseFetchesAreDeniedShowTheirFetchesFailing(t *testing.T) {
+	k := testbroker.KafkaWithACLs(t)
+	o := testOptions[int](k.Cluster, topic.IntCodec{})
+	o.Config = k.Config()
+	h := newTopic(t, newBackend(t, o), "denied", topic.Options{Mode: topic.Mixed})
+	subscribe(t, h, topic.Balanced("g"))
+	subscribe(t, h, topic.Broadcast())
+	state := func() string { return fmt.Sprintf("Stats().Partitions = %+v", h.Stats().Partitions) }
+	wait.Within(t, patience, "both readers' partitions listed, their fetches not failing", func() bool {
+		ps := h.Stats().Partitions
+		return len(ps) == 2 && ps[0].FetchErr == nil && ps[1].FetchErr == nil
+	}, state)
+	k.Deny(t, "denied", sarama.AclOperationRead)
+	wait.Within(t, patience, "both readers' fetches failing with the refusal", func() bool {
+		ps := h.Stats().Partitions
+		return len(ps) == 2 && ps[0].Group == "" && ps[1].Group == kafkatopic.GroupID("denied", "g") &&
+			errors.Is(ps[0].FetchErr, sarama.ErrTopicAuthorizationFailed) &&
+			errors.Is(ps[1].FetchErr, sarama.ErrTopicAuthorizationFailed)
+	}, state)
+}
+
+// Guarantee: a partition that several broadcast subscribers read is
+// listed once per subscriber, the one furthest behind first, whichever
+// subscribed first.
+func TestAPartitionReadBySeveralSubscribersListsTheOneFurthestBehindFirst(t *testing.T) {
+	c := testbroker.Kafka(t)
+	h := newTopic(t, newBackend(t, testOptions[int](c, topic.IntCodec{})), "shared", topic.Options{Mode: topic.Mixed})
+	ahead := subscribe(t, h, topic.Broadcast())
+	behind := subscribe(t, h, topic.Broadcast())
+	publishN(t, h, 0, 4)
+	for range 3 {
+		recv(t, ahead)
+	}
+	recv(t, behind)
+	want := []int64{1, 3}
+	wait.Within(t, patience, "both subscribers' positions listed, the one behind first", func() bool {
+		ps := h.Stats().Partitions
+		return len(ps) == 2 && ps[0].Committed == want[0] && ps[1].Committed == want[1]
+	}, func() string { return fmt.Sprintf("Stats().Partitions = %+v", h.Stats().Partitions) })
+}
