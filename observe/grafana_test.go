@@ -114,9 +114,10 @@ func liveFamilies(t *testing.T) map[string]*dto.MetricFamily {
 	if err := obs.AddTopic("orders", h); err != nil {
 		t.Fatal(err)
 	}
-	// The Pulsar and topology metrics' names and labels, from stats given
-	// here: a topology source and a Kafka topology backend with a stall
-	// and a claimed partition.
+	// The Pulsar, topology and topic partition metrics' names and labels,
+	// from stats given here: a topology source, a Kafka topology backend
+	// with a stall and a claimed partition, and a topic with a claimed
+	// partition.
 	stall := kafkatopology.Stall{Topic: "settlement-hold-5s", Partition: 0, Since: time.Now(), Failures: 1}
 	backend := newFixedKafkaTopology()
 	backend.st.Store(&kafkatopology.Stats{Stalled: []kafkatopology.Stall{stall},
@@ -124,7 +125,10 @@ func liveFamilies(t *testing.T) map[string]*dto.MetricFamily {
 		Holds:      []kafkatopology.HoldStats{{Topic: "settlement-hold-5s", HighWater: 1, Waiting: 1}}})
 	if err := errors.Join(obs.AddPulsar("billing", fixedPulsar(pulsar.Stats{Consumers: 1})),
 		obs.AddTopology("settlement", fixedTopology(topology.Stats{Received: 1})),
-		obs.AddKafkaTopology("settlement-kafka", backend)); err != nil {
+		obs.AddKafkaTopology("settlement-kafka", backend),
+		// A Kafka topic's partitions, read by a group of this process.
+		obs.AddTopic("payments", fixedTopic(topic.Stats{BalancedGroups: 1,
+			Partitions: []topic.PartitionStats{{Group: "payments:ledger", HighWater: 1, Lag: 1}}}))); err != nil {
 		t.Fatal(err)
 	}
 	reg := newRegistry(t, obs)

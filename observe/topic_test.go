@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/observe"
@@ -82,5 +85,58 @@ func TestLinkingATopicToNoPipelineForgetsItsLinks(t *testing.T) {
 	if len(links) != 1 || len(links["audit"].Publishers) != 1 {
 		t.Fatalf("after linking %d topics to no pipeline, /stats has the links of %d topics, want only those of audit: %v",
 			topics, len(links), links["orders-0"])
+	}
+}
+
+// Guarantee: the figures of each partition a topic's subscribers read
+// (topic.Stats.Partitions) are exported as gauges labelled by the topic's
+// name, the group (none for a broadcast subscriber) and the partition:
+// lag, committed offset, high-water mark and whether its fetches fail,
+// one series per group and partition (the first listed, the subscriber
+// furthest behind); a partition no longer read is gone from the next
+// scrape.
+func TestATopicsPartitionLagIsExported(t *testing.T) {
+	st := topic.Stats{BalancedGroups: 1, BroadcastSubscribers: 2, Partitions: []topic.PartitionStats{
+		{Partition: 0, Committed: 2, HighWater: 10, Lag: 8},
+		{Partition: 0, Committed: 5, HighWater: 10, Lag: 5},
+		{Group: "orders:billing", Partition: 0, Committed: 3, HighWater: 10, Lag: 7, FetchErr: errors.New("denied")},
+		{Group: "orders:billing", Partition: 1, Committed: 4, HighWater: 4},
+	}}
+	obs := observe.New(observe.Options{})
+	if err := obs.AddTopic("orders", fixedTopic(st)); err != nil {
+		t.Fatal(err)
+	}
+	h := obs.Handler(nil)
+	_, body := serveMetrics(t, h)
+	for series, want := range map[string]float64{
+		`boulevard_topic_lag_messages{group="",partition="0",topic="orders"}`:                    8,
+		`boulevard_topic_committed_offset{group="",partition="0",topic="orders"}`:                2,
+		`boulevard_topic_high_water_offset{group="",partition="0",topic="orders"}`:               10,
+		`boulevard_topic_fetch_failing{group="",partition="0",topic="orders"}`:                   0,
+		`boulevard_topic_lag_messages{group="orders:billing",partition="0",topic="orders"}`:      7,
+		`boulevard_topic_committed_offset{group="orders:billing",partition="0",topic="orders"}`:  3,
+		`boulevard_topic_high_water_offset{group="orders:billing",partition="0",topic="orders"}`: 10,
+		`boulevard_topic_fetch_failing{group="orders:billing",partition="0",topic="orders"}`:     1,
+		`boulevard_topic_lag_messages{group="orders:billing",partition="1",topic="orders"}`:      0,
+		`boulevard_topic_fetch_failing{group="orders:billing",partition="1",topic="orders"}`:     0,
+	} {
+		expectSeriesOnce(t, body, series, want)
+	}
+	promtoolCheck(t, body)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(obs)
+	if _, err := reg.Gather(); err != nil {
+		t.Errorf("gathering the topic's series: %v", err)
+	}
+
+	obs.RemoveTopic("orders")
+	if err := obs.AddTopic("orders", fixedTopic(topic.Stats{BalancedGroups: 1})); err != nil {
+		t.Fatal(err)
+	}
+	_, body = serveMetrics(t, h)
+	for _, m := range []string{"boulevard_topic_lag_messages", "boulevard_topic_committed_offset", "boulevard_topic_high_water_offset", "boulevard_topic_fetch_failing"} {
+		if strings.Contains(body, m+"{") {
+			t.Errorf("%s still exported once no partition is read:\n%s", m, body)
+		}
 	}
 }
