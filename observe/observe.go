@@ -512,7 +512,9 @@ func sameSource(s KafkaSource) func(KafkaSource) bool {
 }
 
 // AddTopic adds a topic under name (its topic.Name): its publish counters
-// and subscribers become metrics labelled topic=name. A name already
+// and subscribers become metrics labelled topic=name, and so, labelled by
+// group and partition too, does the lag of the partitions its subscribers
+// read (topic.Stats.Partitions: a Kafka topic's). A name already
 // added is refused with an error wrapping ErrDuplicate; an empty name, or
 // a nil t (or nil pointer), with an error wrapping ErrInvalid. AddTopic
 // reads no Stats, and does not block; once Close is called, it returns

@@ -16,8 +16,8 @@ const StartOldest = -2
 //     starts at the newest record on a quiet topic is not behind);
 //   - fetchLag is highWater − next, the records not fetched yet.
 //
-// Each is 0 while an offset it needs is not known, a highWater of 0 (no
-// fetch response yet) included, and never negative.
+// Each is 0 while an offset it needs is not known, a highWater of 0 (none
+// fetched nor listed yet) included, and never negative.
 func Lag(highWater, committed, start, next int64) (lag, fetchLag int64) {
 	if highWater <= 0 {
 		return 0, 0

@@ -242,8 +242,11 @@ type Stats struct {
 	// PoisonedKeys is the number of keys a sequenced FailAll source
 	// remembers as poisoned: one per key, however many of its letters
 	// were dead-lettered (Poisoned counts those). The source remembers
-	// each for its lifetime, so it never goes down while the source
-	// lives; a new source (a restarted consumer) starts with none.
+	// each for its lifetime, or until its reader's assignment leaves the
+	// key's partition out (a Kafka rebalance: the partition's new owner
+	// handles the key's later letters), the only way it goes down while
+	// the source lives; a new source (a restarted consumer) starts with
+	// none.
 	PoisonedKeys int
 	// Refused is the number of letters a full queue refused (ErrFull)
 	// that the source keeps, to hand them off again once there is room;
