@@ -33,7 +33,7 @@ var (
 	topicLag          = desc("topic_lag_messages", "High-water mark (the latest fetch's, or the log end listed every HighWaterInterval when higher) minus the committed offset of a partition this process's balanced subscribers claim (what a restart would read), or minus the position of a broadcast subscriber, labelled with no group (the messages it has not received); the subscriber furthest behind where several read one partition.", lTopic, lGroup, lPartition)
 	topicCommitted    = desc("topic_committed_offset", "The offset a balanced subscriber's group commits for the partition (-1: none), or a broadcast subscriber's position.", lTopic, lGroup, lPartition)
 	topicHighWater    = desc("topic_high_water_offset", "The partition's high-water mark: the latest fetch's, or the log end listed every HighWaterInterval when higher.", lTopic, lGroup, lPartition)
-	topicFetching     = desc("topic_fetch_failing", "1 while the fetches of a partition this process's subscribers read fail (an ACL denies READ, the cluster is out of reach), its lag then stale; 0 while they do not.", lTopic, lGroup, lPartition)
+	topicFetching     = desc("topic_fetch_failing", "1 while the fetches of a partition this process's subscribers read fail (an ACL denies READ, the cluster is out of reach), its lag then growing only with the log ends listed; 0 while they do not.", lTopic, lGroup, lPartition)
 )
 
 var kafkaDescs = []*prometheus.Desc{kafkaLag, kafkaFetchLag, kafkaCommitted, kafkaHighWater, kafkaInFlight, kafkaFailedPast,

@@ -50,7 +50,7 @@ var (
 	topologyDiscarded    = desc("topology_messages_discarded_total", "Messages dropped with a warning: rejected without a dead-letter queue, or a broadcast retry.", lTopology)
 	topologyPoisoned     = desc("topology_messages_poisoned_total", "Messages of a sequenced topology dead-lettered because their key was poisoned: the one that failed under FailAll and the later ones of its key.", lTopology)
 	topologyHeldBack     = desc("topology_held_back_messages", "Messages of a sequenced topology waiting for an earlier message of their key.", lTopology)
-	topologyPoisonedKeys = desc("topology_poisoned_keys", "Keys a sequenced FailAll source remembers as poisoned, each a map entry held until the consumer restarts.", lTopology)
+	topologyPoisonedKeys = desc("topology_poisoned_keys", "Keys a sequenced FailAll source remembers as poisoned, each a map entry held until the consumer restarts or, on Kafka, a rebalance takes the key's partition from it.", lTopology)
 	topologyRefused      = desc("topology_refused_letters", "Letters a full queue refused that the source keeps to hand off again; it takes no new letters while this is above 0.", lTopology)
 	topologyHandOffKept  = desc("topology_hand_off_kept_letters", "Letters whose hand-off the backend failed that the source keeps, unsettled, to hand off again; at MaxHeldBack it takes no new letters.", lTopology)
 	topologySubs         = desc("topology_subscriptions", "Readers the source holds open.", lTopology)
@@ -64,7 +64,7 @@ var (
 	holdsSkipped     = desc("topology_hold_records_skipped_total", "Records of hold topics the releasers skipped and committed past because they carry no valid due time, topic and group: written by something other than the backend, and lost to the topology.", lBackend)
 	topologyLag      = desc("topology_kafka_lag_messages", "High-water mark minus the committed offset of a partition the backend's group readers claim (what a restart would read), or minus the position of a broadcast reader, labelled with no group (the letters it has not handed out).", lBackend, lGroup, lTopic, lPartition)
 	topologyFetchLag = desc("topology_kafka_fetch_lag_messages", "High-water mark minus the next offset to fetch of a partition the backend's group or broadcast readers read: what is not fetched yet.", lBackend, lGroup, lTopic, lPartition)
-	topologyFetching = desc("topology_kafka_fetch_failing", "1 while the fetches of a partition the backend's group or broadcast readers read fail (an ACL denies READ, the cluster is out of reach), its lag then stale; 0 while they do not.", lBackend, lGroup, lTopic, lPartition)
+	topologyFetching = desc("topology_kafka_fetch_failing", "1 while the fetches of a partition the backend's group or broadcast readers read fail (an ACL denies READ, the cluster is out of reach), its lag then growing only with the log ends listed; 0 while they do not.", lBackend, lGroup, lTopic, lPartition)
 	holdWaiting      = desc("topology_hold_waiting_messages", "Letters waiting in a hold partition the backend's releasers claim, to be released when due: the retries' backlog there.", lBackend, lTopic, lPartition)
 )
 
