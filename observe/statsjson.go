@@ -110,6 +110,27 @@ type TopicSnapshot struct {
 	// Name is the name the topic was added under.
 	Name string `json:"name"`
 	topic.Stats
+	// Partitions are the Stats' Partitions, each with its FetchErr as
+	// its message.
+	Partitions []TopicPartitionSnapshot `json:"Partitions"`
+}
+
+// TopicPartitionSnapshot is one topic.PartitionStats, as JSON: its fields
+// under their Go names, FetchErr given as its message.
+type TopicPartitionSnapshot struct {
+	topic.PartitionStats
+	// FetchErr is the PartitionStats' FetchErr, as its message: the
+	// error of the partition's last failed fetch while its fetches fail,
+	// "" otherwise. The backend takes its credentials out of it.
+	FetchErr string `json:"FetchErr,omitempty"`
+}
+
+func topicSnapshot(name string, st topic.Stats) TopicSnapshot {
+	snap := TopicSnapshot{Name: name, Stats: st, Partitions: make([]TopicPartitionSnapshot, len(st.Partitions))}
+	for i, p := range st.Partitions {
+		snap.Partitions[i] = TopicPartitionSnapshot{PartitionStats: p, FetchErr: errString(p.FetchErr)}
+	}
+	return snap
 }
 
 func errString(err error) string {
@@ -141,7 +162,7 @@ func (o *Observer) Snapshot(ctx context.Context) Snapshot {
 	}
 	snap.Kafka = kafkaStats(r.kafka)
 	for _, t := range r.topics {
-		snap.Topics = append(snap.Topics, TopicSnapshot{Name: t.e.name, Stats: t.st})
+		snap.Topics = append(snap.Topics, topicSnapshot(t.e.name, t.st))
 	}
 	snap.Pulsar = []PulsarSnapshot{}
 	for _, p := range r.pulsar {

@@ -2,7 +2,12 @@ package observe_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,5 +143,38 @@ func TestATopicsPartitionLagIsExported(t *testing.T) {
 		if strings.Contains(body, m+"{") {
 			t.Errorf("%s still exported once no partition is read:\n%s", m, body)
 		}
+	}
+}
+
+// Guarantee: /stats lists the partitions a topic's subscribers read
+// (topic.Stats.Partitions) in the order listed, each with its group,
+// partition, committed offset, high-water mark and lag under their Go
+// names, and the error of its failing fetches as its message in FetchErr,
+// absent while its fetches do not fail.
+func TestStatsGiveATopicsPartitionsWithTheirFetchErrorAsText(t *testing.T) {
+	denied := fmt.Errorf("fetching partition %q/%d: %w", "orders", 0, errors.New("kafka server: The client is not authorized to access this topic"))
+	obs := observe.New(observe.Options{})
+	if err := obs.AddTopic("orders", fixedTopic(topic.Stats{BalancedGroups: 1, BroadcastSubscribers: 1, Partitions: []topic.PartitionStats{
+		{Partition: 0, Committed: 2, HighWater: 10, Lag: 8},
+		{Group: "orders:billing", Partition: 0, Committed: 3, HighWater: 10, Lag: 7, FetchErr: denied},
+	}})); err != nil {
+		t.Fatal(err)
+	}
+	code, body := serveGet(t, obs.Handler(nil), "/stats")
+	var snap struct {
+		Topics []struct {
+			Name       string           `json:"name"`
+			Partitions []map[string]any `json:"Partitions"`
+		} `json:"topics"`
+	}
+	if code != http.StatusOK || json.Unmarshal([]byte(body), &snap) != nil {
+		t.Fatalf("/stats answered %d:\n%s", code, body)
+	}
+	want := []map[string]any{
+		{"Group": "", "Partition": 0.0, "Committed": 2.0, "HighWater": 10.0, "Lag": 8.0},
+		{"Group": "orders:billing", "Partition": 0.0, "Committed": 3.0, "HighWater": 10.0, "Lag": 7.0, "FetchErr": denied.Error()},
+	}
+	if len(snap.Topics) != 1 || !slices.EqualFunc(snap.Topics[0].Partitions, want, maps.Equal) {
+		t.Errorf("/stats topics = %+v, want orders with the partitions %+v", snap.Topics, want)
 	}
 }
