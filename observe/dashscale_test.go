@@ -21,6 +21,7 @@ import (
 	"github.com/boulevard-go/boulevard/pipeline"
 	"github.com/boulevard-go/boulevard/producer"
 	"github.com/boulevard-go/boulevard/sources/kafka"
+	"github.com/boulevard-go/boulevard/topic"
 	"github.com/boulevard-go/boulevard/topic/topology/kafkatopology"
 )
 
@@ -31,8 +32,11 @@ import (
 // group readers claim parts partitions (a few of whose fetches fail, with
 // markup in their error) and
 // whose releasers claim parts hold partitions (a few of whose releases
-// stall); with the stats of the Kafka source and of the backend.
-func largeDeployment(tb testing.TB, parts int) (*observe.Observer, kafka.Stats, kafkatopology.Stats) {
+// stall), and a Kafka topic whose group and broadcast subscribers read
+// parts partitions (a few of whose fetches fail, with markup in their
+// error); with the stats of the Kafka source, of the backend and of the
+// topic.
+func largeDeployment(tb testing.TB, parts int) (*observe.Observer, kafka.Stats, kafkatopology.Stats, topic.Stats) {
 	tb.Helper()
 	obs := observe.New(observe.Options{})
 	pst, kst := manyPartitions(parts)
@@ -76,14 +80,29 @@ func largeDeployment(tb testing.TB, parts int) (*observe.Observer, kafka.Stats, 
 	if err := obs.AddKafkaTopology("settlement-kafka", backend); err != nil {
 		tb.Fatal(err)
 	}
-	return obs, kst, tst
+	topst := topic.Stats{BalancedGroups: 1, BroadcastSubscribers: 1, Partitions: make([]topic.PartitionStats, parts)}
+	for i := range parts {
+		n := int64(i)*6_007 + 2_000_000
+		p := topic.PartitionStats{Group: "payments:ledger", Partition: int32(i / 2), Committed: n, HighWater: n + int64(i%700), Lag: int64(i % 700)}
+		if i%2 == 0 {
+			p.Group = ""
+		}
+		if i%1_000 == 20 {
+			p.FetchErr = errors.New("<b class=injected>kafka server</b>: the client is not authorized to access this topic")
+		}
+		topst.Partitions[i] = p
+	}
+	if err := obs.AddTopic("payments", fixedTopic(topst)); err != nil {
+		tb.Fatal(err)
+	}
+	return obs, kst, tst, topst
 }
 
 // BenchmarkStatsAtManyPartitions measures one /stats of a large
 // deployment (largeDeployment) at 4,000 partitions, and reports the bytes
 // sent: uncompressed, and to a client that accepts gzip.
 func BenchmarkStatsAtManyPartitions(b *testing.B) {
-	obs, _, _ := largeDeployment(b, scalePartitions(4000))
+	obs, _, _, _ := largeDeployment(b, scalePartitions(4000))
 	h := obs.Handler(nil)
 	for _, accept := range []string{"", "gzip"} {
 		b.Run("accept="+accept, func(b *testing.B) {
@@ -178,10 +197,11 @@ func thousands(n int64) string {
 }
 
 // Guarantee: in a real browser, at 4,000 Kafka partitions
-// (BOULEVARD_SCALE_PARTITIONS) and as many Kafka topology partitions and
-// hold partitions, each partition table draws 100 rows, those an operator
-// needs first: the Kafka partitions by most lag, the topology partitions
-// whose fetches fail, then by most lag, the hold partitions by most
+// (BOULEVARD_SCALE_PARTITIONS) and as many topic partitions, Kafka
+// topology partitions and hold partitions, each partition table draws 100
+// rows, those an operator needs first: the Kafka partitions by most lag,
+// the topic partitions and the topology partitions whose fetches fail,
+// then by most lag, the hold partitions by most
 // letters waiting; under each, a line counts the partitions left out and
 // sums their lag (or letters waiting), and its button draws every row,
 // then the first 100 again. A producer stage's node lists 10 feeds and a
@@ -191,7 +211,7 @@ func TestDashboardDrawsTheWorstPartitionsFirstUpToABound(t *testing.T) {
 	const bound = 100
 	parts := max(scalePartitions(4000), 2*bound)
 	ctx, consoleErrors := browser(t)
-	obs, kst, tst := largeDeployment(t, parts)
+	obs, kst, tst, topst := largeDeployment(t, parts)
 	srv := httptest.NewServer(obs.Handler(nil))
 	t.Cleanup(srv.Close)
 	if err := chromedp.Do(ctx, chromedp.Navigate(srv.URL+"/dashboard"), chromedp.WaitVisible(chromedp.CSS(`#topologyHolds table`))); err != nil {
@@ -244,6 +264,25 @@ func TestDashboardDrawsTheWorstPartitionsFirstUpToABound(t *testing.T) {
 	}
 	check("topologyLag", "partitions", lagRows, func(s []int64) string {
 		return "lag " + thousands(s[0]) + ", fetch lag " + thousands(s[1]) + " in total"
+	})
+	var topicRows []row
+	for _, p := range topst.Partitions {
+		group, failing, errText := p.Group, int64(0), ""
+		if group == "" {
+			group = "broadcast"
+		}
+		if p.FetchErr != nil {
+			failing, errText = 1, p.FetchErr.Error()
+		}
+		topicRows = append(topicRows, row{cells: []string{"payments", group, fmt.Sprint(p.Partition), fmt.Sprint(p.Committed),
+			fmt.Sprint(p.HighWater), fmt.Sprint(p.Lag), errText}, keys: []int64{failing, p.Lag}, sums: []int64{failing, p.Lag}})
+	}
+	check("topicPartitions", "partitions", topicRows, func(s []int64) string {
+		failing := ""
+		if s[0] > 0 {
+			failing = thousands(s[0]) + " with a failing fetch, "
+		}
+		return failing + "lag " + thousands(s[1]) + " in total"
 	})
 	var holdRows []row
 	for _, h := range tst.Holds {
@@ -299,15 +338,16 @@ func TestDashboardDrawsTheWorstPartitionsFirstUpToABound(t *testing.T) {
 }
 
 // Guarantee: in a real browser, at 4,000 Kafka partitions
-// (BOULEVARD_SCALE_PARTITIONS) and as many Kafka topology partitions and
-// hold partitions, the dashboard's JS heap does not grow with the polls of
-// the busy shares' 30 s window: after 35 polls a second apart it holds
-// less than 4 more parsed snapshots than after 3 (the page keeps the
-// current snapshot, and of the others only what the busy shares read).
+// (BOULEVARD_SCALE_PARTITIONS) and as many topic partitions, Kafka
+// topology partitions and hold partitions, the dashboard's JS heap does
+// not grow with the polls of the busy shares' 30 s window: after 35 polls
+// a second apart it holds less than 4 more parsed snapshots than after 3
+// (the page keeps the current snapshot, and of the others only what the
+// busy shares read).
 // The test logs the heap. Skipped when no Chromium is installed.
 func TestDashboardHeapStaysBoundedAtManyPartitions(t *testing.T) {
 	parts := scalePartitions(4000)
-	obs, _, _ := largeDeployment(t, parts)
+	obs, _, _, _ := largeDeployment(t, parts)
 	ctx, consoleErrors := drivenDashboard(t, obs)
 	eval := func(js string) {
 		t.Helper()

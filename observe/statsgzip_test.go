@@ -65,7 +65,7 @@ func getStats(t *testing.T, srv *httptest.Server, acceptEncoding string) (encodi
 // and uncompressed to one that does not (no Accept-Encoding, gzip;q=0,
 // another coding); a small /stats goes out uncompressed.
 func TestStatsOfALargeDeploymentGoOutCompressedToClientsThatAcceptGzip(t *testing.T) {
-	obs, _, _ := largeDeployment(t, 400)
+	obs, _, _, _ := largeDeployment(t, 400)
 	srv := httptest.NewServer(obs.Handler(nil))
 	t.Cleanup(srv.Close)
 
