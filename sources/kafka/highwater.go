@@ -21,8 +21,9 @@ import (
 // connection, which the member's fetches share.
 //
 // A partition's leader is the client's cached one until a listing finds
-// it stale (the partition's leader unknown, or its answer saying the
-// broker does not lead it): the listing then asks for the metadata of the
+// it stale (the partition's leader unknown, its answer saying the broker
+// does not lead it, or its request to the leader failing): the listing
+// then asks for the metadata of the
 // partition's topic on its own connections, within its context, and the
 // next listings ask the leader that metadata names. A member whose
 // handlers are stuck fetches nothing, and nothing else would refresh the
@@ -64,6 +65,9 @@ func (h *highWaters) list(ctx context.Context, cs []*claim.Claim) {
 	for addr, cs := range byLeader {
 		if err := h.listOn(addr, cs, stale); err != nil {
 			h.m.log.Debug("kafka end offsets not listed", slog.String("broker", addr), slog.Any("error", flat(err)))
+			for _, c := range cs {
+				stale[c.Topic] = true // the broker may be gone, its partitions led elsewhere
+			}
 		}
 	}
 	if len(stale) > 0 && ctx.Err() == nil {

@@ -1,11 +1,13 @@
 package kafka_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/kafka"
@@ -87,6 +89,49 @@ func TestLagKeepsCountingAfterAPartitionsLeaderMoves(t *testing.T) {
 		wait.For(t, "the records produced after the leader moved counted as lag", func() bool {
 			ps, ok := partition()
 			return ok && ps.HighWater == before+after && ps.Lag == before+after && ps.FetchLag >= after
+		}, state)
+	})
+}
+
+// Guarantee: a partition's lag keeps counting the records produced while
+// its handlers are stuck after the broker the listing of the end offsets
+// last found leading the partition stops answering it (its connections
+// dropped) and the leadership moves on to a third broker: a failed
+// listing looks the partition's leader up again.
+func TestLagKeepsCountingAfterTheListedLeaderStopsAnswering(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		const before, after, last = 300, 100, 50
+		c := newCluster(t, 1) // three brokers
+		produce(t, c, 1, 0, before)
+		partition, state := stalledLag(t, cl, c, "g-lag-gone", before)
+
+		leader := c.LeaderFor(testTopic, 0)
+		moved := (leader + 1) % 3
+		if err := c.MoveTopicPartition(testTopic, 0, moved); err != nil {
+			t.Fatal(err)
+		}
+		produce(t, c, 1, before, after)
+		wait.For(t, "the records produced after the leader moved counted as lag", func() bool {
+			ps, ok := partition()
+			return ok && ps.HighWater == before+after
+		}, state)
+
+		// The broker found leading drops every listing sent to it from
+		// now on, and the partition moves on to the third broker.
+		c.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			if c.CurrentNode() != moved {
+				return nil, nil, false
+			}
+			return nil, errors.New("broker gone"), true
+		})
+		if err := c.MoveTopicPartition(testTopic, 0, (moved+1)%3); err != nil {
+			t.Fatal(err)
+		}
+		produce(t, c, 1, before+after, last)
+		wait.For(t, "the records produced after the listed leader stopped answering counted as lag", func() bool {
+			ps, ok := partition()
+			return ok && ps.HighWater == before+after+last && ps.Lag == before+after+last
 		}, state)
 	})
 }
