@@ -95,7 +95,8 @@ func staleLeader(err error) bool {
 // cut). It returns the ends it had; a failure is logged at DEBUG and
 // leaves its partitions out. A partition whose broker answers that it no
 // longer leads it (or that its leader is not available, or that it does
-// not know the partition) has the client refresh its topic's metadata
+// not know the partition), or whose broker's request fails, has the
+// client refresh its topic's metadata
 // once the listing is done (one request, bounded as the client's
 // metadata requests are: Metadata.Retry.Max retries), so that the next
 // listing asks its new leader; a partition whose leader the client does
@@ -129,6 +130,14 @@ func (l *Lister) List(read []Partition) map[Partition]int64 {
 				_ = br.Close() // the client opens it again at the next request
 				l.Log.Debug(l.Prefix+"listing the log ends of partitions read failed",
 					slog.String("broker", br.Addr()), slog.Any("error", l.Clean(err)))
+				// The broker may be gone, its partitions led elsewhere.
+				mu.Lock()
+				defer mu.Unlock()
+				for _, k := range asked[br] {
+					if !slices.Contains(stale, k.Topic) {
+						stale = append(stale, k.Topic)
+					}
+				}
 				return
 			}
 			mu.Lock()

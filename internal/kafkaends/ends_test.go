@@ -1,21 +1,24 @@
 package kafkaends
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
 
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// Guarantee: once a partition's leader moves to another broker, the
-// listing that finds the old leader no longer leading it has the client
-// refresh the topic's metadata, so the next listing asks the new leader
-// and lists the partition's end again (rather than failing until the
-// client's periodic metadata refresh).
-func TestListingReachesAPartitionsNewLeaderAfterItMoves(t *testing.T) {
-	const topicName = "moved"
+// n is how many records listerOf's topic holds.
+const n = 3
+
+// listerOf starts a cluster of two brokers with topicName, of one
+// partition, produces n records to it, and returns the cluster and a
+// Lister on a client of it that refreshes no metadata periodically.
+func listerOf(t *testing.T, topicName string) (*kfake.Cluster, *Lister) {
+	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(1, topicName))
 	if err != nil {
 		t.Fatal(err)
@@ -29,32 +32,49 @@ func TestListingReachesAPartitionsNewLeaderAfterItMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = client.Close() }()
+	t.Cleanup(func() { _ = client.Close() })
 	prod, err := sarama.NewSyncProducerFromClient(client)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = prod.Close() }()
-	const n = 3
 	for range n {
 		if _, _, err := prod.SendMessage(&sarama.ProducerMessage{Topic: topicName, Partition: 0, Value: sarama.StringEncoder("v")}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	l := &Lister{Client: client, Version: cfg.Version, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Clean: func(err error) error { return err }}
+	return c, &Lister{Client: client, Version: cfg.Version, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Clean: func(err error) error { return err }}
+}
+
+// Guarantee: once a partition's leader moves to another broker, the
+// listing that finds the old leader no longer leading it has the client
+// refresh the topic's metadata, so the next listing asks the new leader
+// and lists the partition's end again (rather than failing until the
+// client's periodic metadata refresh).
+func TestListingReachesAPartitionsNewLeaderAfterItMoves(t *testing.T) {
+	// The first listing after the move may go to the old leader, which
+	// answers NOT_LEADER_FOR_PARTITION; the one after must reach the new.
+	listsAfterTheLeaderMoves(t, "moved", nil)
+}
+
+// listsAfterTheLeaderMoves lists the end of listerOf's topic, calls
+// before, if set, with the cluster and the partition's leader, moves the
+// partition to the other broker, and fails t unless one of the next two
+// listings lists its end.
+func listsAfterTheLeaderMoves(t *testing.T, topicName string, before func(c *kfake.Cluster, from int32)) {
+	t.Helper()
+	c, l := listerOf(t, topicName)
 	read := []Partition{{Topic: topicName, Part: 0}}
 	if got := l.List(read); got[read[0]] != n {
 		t.Fatalf("List before the leader moves = %v, want the end %d", got, n)
 	}
-	to := int32(0)
-	if c.LeaderFor(topicName, 0) == 0 {
-		to = 1
+	from := c.LeaderFor(topicName, 0)
+	if before != nil {
+		before(c, from)
 	}
-	if err := c.MoveTopicPartition(topicName, 0, to); err != nil {
+	if err := c.MoveTopicPartition(topicName, 0, 1-from); err != nil {
 		t.Fatal(err)
 	}
-	// The first listing after the move may go to the old leader, which
-	// answers NOT_LEADER_FOR_PARTITION; the one after must reach the new.
 	var got map[Partition]int64
 	for range 2 {
 		if got = l.List(read); got[read[0]] == n {
@@ -62,4 +82,23 @@ func TestListingReachesAPartitionsNewLeaderAfterItMoves(t *testing.T) {
 		}
 	}
 	t.Fatalf("List twice after the partition's leader moved = %v, want the end %d listed by its new leader", got, n)
+}
+
+// Guarantee: once a partition's leader stops answering (its connections
+// dropped, as a broker gone away) and its leadership moves to another
+// broker, the listing whose request to it fails has the client refresh
+// the topic's metadata, so a later listing asks the new leader and lists
+// the partition's end again.
+func TestListingReachesAPartitionsNewLeaderAfterItsLeaderStopsAnswering(t *testing.T) {
+	// The first listing after the move goes to the old leader, whose
+	// connection drops; the one after must reach the new.
+	listsAfterTheLeaderMoves(t, "gone", func(c *kfake.Cluster, from int32) {
+		c.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
+			c.KeepControl()
+			if c.CurrentNode() != from {
+				return nil, nil, false
+			}
+			return nil, errors.New("broker gone"), true // drops the connection
+		})
+	})
 }
