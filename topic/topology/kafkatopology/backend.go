@@ -735,8 +735,9 @@ func (b *Backend[T]) Close(ctx context.Context) error {
 
 func (b *Backend[T]) close() {
 	if b.stopEnds != nil {
+		// The listing under way, if any, is waited for once the readers
+		// are closed: its request can wait up to Net.ReadTimeout.
 		close(b.stopEnds)
-		<-b.endsDone // Close's cut, at its deadline, ends its requests too
 	}
 	b.calls.Wait() // Close's cut, at its deadline, ends them too
 	b.mu.Lock()
@@ -754,6 +755,9 @@ func (b *Backend[T]) close() {
 	}
 	for _, d := range dones {
 		<-d
+	}
+	if b.endsDone != nil {
+		<-b.endsDone // Close's cut, at its deadline, ends its requests too
 	}
 	b.prodMu.Lock()
 	b.prodClosed = true

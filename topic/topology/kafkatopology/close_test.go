@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
@@ -195,5 +197,53 @@ func TestAReaderClosingLeftBehindEndsByTheAdminTimeoutWhenTheClusterHangs(t *tes
 	}
 	if n := r.(*groupReader[msg]).conns.Len(); n != 0 {
 		t.Errorf("%d connections of the reader still open after its closing", n)
+	}
+}
+
+// Guarantee: the backend's Close closes its readers, each committing what
+// was settled, without waiting for a listing of the log ends under way
+// that the cluster does not answer (sarama waits up to Net.ReadTimeout,
+// 30s, for it): a Receive waiting on a reader returns ErrClosed within 5s
+// of the Close, and once the closing has ended (cut at Close's 10s
+// deadline) the group's committed offset is past the settled letter.
+func TestCloseClosesTheReadersWhileAListingOfLogEndsHangs(t *testing.T) {
+	c := testbroker.Kafka(t)
+	b := newBackend(t, c.ListenAddrs(), func(o *Options[msg]) { o.HighWaterInterval = 50 * time.Millisecond })
+	q := declare(t, b, topology.New("ends-hung"))
+	r := subscribe(t, q)
+	if err := q.Publish(t.Context(), topology.Letter[msg]{Value: msg{N: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	l := receiveOne(t, r)
+	listing := make(chan struct{})
+	var once sync.Once
+	c.ControlKey(int16(kmsg.ListOffsets), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		once.Do(func() { close(listing) })
+		return nil, nil, false // held next, by HangKafkaKey
+	})
+	testbroker.HangKafkaKey(t, c, kmsg.ListOffsets)
+	<-listing
+	if err := r.Settle(t.Context(), &l); err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testbroker.HungGrace)
+		defer cancel()
+		closed <- b.Close(ctx)
+	}()
+	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := r.Receive(rctx, make([]topology.Letter[msg], 1)); !errors.Is(err, topology.ErrClosed) {
+		t.Errorf("a Receive as the backend closes while a listing of the log ends hangs = %v, want an error wrapping topology.ErrClosed", err)
+	}
+	if err := <-closed; err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the backend's Close while a listing of the log ends hangs = %v, want nil or an error wrapping context.DeadlineExceeded", err)
+	}
+	topologytest.MustClose(t, "the backend again", b.Close)
+	gr := r.(*groupReader[msg])
+	if got := testbroker.Committed(t, testbroker.Admin(t, c.ListenAddrs()), gr.topic, gr.gid); got[0] != 1 {
+		t.Errorf("committed offset after the backend's Close = %d, want 1 (past the settled letter)", got[0])
 	}
 }
