@@ -72,7 +72,7 @@ type Claim struct {
 	abandoned <-chan struct{}
 	onAdvance func(int64)
 	highWater func() int64
-	// listedHW is the highest end offset the member listed for the
+	// listedHW is the end offset the member listed last for the
 	// partition (NoteHighWater), 0 before the first.
 	listedHW atomic.Int64
 
@@ -540,15 +540,10 @@ func (c *Claim) Stats() PartitionStats {
 // listed it (Member.HighWaterLoop): the client stops fetching a partition
 // whose records wait to be delivered, and the high-water mark of its last
 // fetch then misses what was produced since. Stats reports the higher of
-// the two.
-func (c *Claim) NoteHighWater(hw int64) {
-	for {
-		old := c.listedHW.Load()
-		if hw <= old || c.listedHW.CompareAndSwap(old, hw) {
-			return
-		}
-	}
-}
+// the two. hw replaces the end listed before, even when lower: the log of
+// a partition truncated, or of a topic deleted and created again, ends
+// lower now.
+func (c *Claim) NoteHighWater(hw int64) { c.listedHW.Store(hw) }
 
 // Begin sets where a claim whose start was not known when it was created
 // starts: committed is the group's committed offset (-1 when none) and
