@@ -81,7 +81,11 @@ type bpart struct {
 	// or skipped, the log end as of Subscribe before any.
 	pos int64
 	// queued counts the partition's records queued, not yet handed out.
-	queued   int
+	queued int
+	// skipped is the offset after the last record of the partition
+	// skipped while records fetched before it were queued (0: none): pos
+	// moves to it once they are handed out.
+	skipped  int64
 	fetchErr fetchErr // the last failed fetch while none returned records since
 }
 
@@ -444,9 +448,14 @@ func (s *bsub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, er
 			it := s.queue[s.head]
 			s.queue[s.head] = bitem[T]{}
 			s.head++
-			if p := s.parts[it.part]; p != nil && it.lagged == 0 {
-				p.queued--
-				p.pos = it.off + 1
+			if p := s.parts[it.part]; p != nil {
+				if it.lagged == 0 {
+					p.queued--
+					p.pos = it.off + 1
+				}
+				if p.queued == 0 {
+					p.pos, p.skipped = max(p.pos, p.skipped), 0
+				}
 			}
 			s.nextID++
 			dst[n] = topic.Envelope[T]{ID: s.nextID, Value: it.v, Headers: it.hdr, Lagged: it.lagged}

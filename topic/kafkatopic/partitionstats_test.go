@@ -142,3 +142,25 @@ func TestAPartitionReadBySeveralSubscribersListsTheOneFurthestBehindFirst(t *tes
 		return len(ps) == 2 && ps[0].Committed == want[0] && ps[1].Committed == want[1]
 	}, func() string { return fmt.Sprintf("Stats().Partitions = %+v", h.Stats().Partitions) })
 }
+
+// Guarantee: a broadcast subscriber's position moves past a record that
+// does not decode once it has received the records of the partition
+// fetched before it, even when no record follows it: its lag falls to 0.
+func TestABroadcastSubscribersPositionPassesAnUndecodableRecordBehindQueuedOnes(t *testing.T) {
+	c := testbroker.Kafka(t)
+	h := newTopic(t, newBackend(t, testOptions[int](c, topic.IntCodec{})), "skipped-last", topic.Options{Mode: topic.Mixed})
+	s := subscribe(t, h, topic.Broadcast())
+	state := func() string { return fmt.Sprintf("Stats().Partitions = %+v", h.Stats().Partitions) }
+	publishN(t, h, 0, 2)
+	produceGarbage(t, c.ListenAddrs(), "skipped-last", 0, 1)
+	// The record that does not decode is skipped while the two before it
+	// wait to be received.
+	wait.Within(t, patience, "the record that does not decode skipped", func() bool { return h.Stats().Undecodable == 1 }, state)
+	for range 2 {
+		recv(t, s)
+	}
+	wait.Within(t, patience, "the position past the skipped record, no lag", func() bool {
+		p, ok := onlyPartition(h)
+		return ok && p.HighWater == 3 && p.Committed == 3 && p.Lag == 0
+	}, state)
+}

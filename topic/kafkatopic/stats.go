@@ -80,8 +80,8 @@ func (m *member[T]) appendRead(out []kafkaends.Partition) []kafkaends.Partition 
 }
 
 // skipped records the record of partition part at off, which the
-// subscriber skipped: its position moves past it unless records of the
-// partition fetched before it wait to be handed out.
+// subscriber skipped: its position moves past it, once the records of
+// the partition fetched before it that wait are handed out.
 func (s *bsub[T]) skipped(part int32, off int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -89,6 +89,8 @@ func (s *bsub[T]) skipped(part int32, off int64) {
 		p.fetchErr = fetchErr{}
 		if p.queued == 0 {
 			p.pos = max(p.pos, off+1)
+		} else {
+			p.skipped = off + 1
 		}
 	}
 }
