@@ -222,8 +222,9 @@ type PartitionStats struct {
 	// ahead of the broker's offset by that interval). A broadcast
 	// subscriber commits nothing: its Committed is its position, the
 	// offset after the last record it handed out (Receive) or skipped (a
-	// record that does not decode), the log end as of its Subscribe
-	// before any.
+	// record that does not decode), or the oldest record kept once it
+	// handed out the lag notice of the records it missed (drop_oldest),
+	// the log end as of its Subscribe before any.
 	Committed int64
 	// HighWater is the partition's high-water mark (the offset the next
 	// published message gets) as of the latest fetch response, or the log

@@ -78,7 +78,8 @@ type bsub[T any] struct {
 type bpart struct {
 	hw highWater // the partition's consumer
 	// pos is the offset after the last record of the partition handed out
-	// or skipped, the log end as of Subscribe before any.
+	// or skipped, or the oldest record kept once a lag notice of the
+	// partition is handed out, the log end as of Subscribe before any.
 	pos int64
 	// queued counts the partition's records queued, not yet handed out.
 	queued int
@@ -90,7 +91,9 @@ type bpart struct {
 }
 
 // bitem is a fetched value of partition part at offset off, or
-// (lagged > 0) a lag notice.
+// (lagged > 0) a lag notice: under drop_oldest its partition's records up
+// to off (the one before the oldest kept) were missed; the final notice
+// of disconnect has off -1.
 type bitem[T any] struct {
 	v      T
 	hdr    topic.Headers
@@ -322,7 +325,7 @@ func (s *bsub[T]) lagged(part int32, next int64) (sarama.PartitionConsumer, int6
 	t.b.log.Warn("kafkatopic: broadcast subscriber fell below the log start and missed records",
 		slog.String("topic", t.kname), slog.Int("partition", int(part)), slog.Uint64("missed", missed))
 	t.lagged.Add(missed)
-	if !s.push(bitem[T]{lagged: missed}) {
+	if !s.push(bitem[T]{lagged: missed, part: part, off: oldest - 1}) {
 		return nil, next, nil
 	}
 	pc, err := s.cons.ConsumePartition(t.kname, part, oldest)
@@ -349,7 +352,7 @@ func (s *bsub[T]) disconnect(unread uint64) {
 		}
 	}
 	clear(s.queue)
-	s.queue = append(s.queue[:0], bitem[T]{lagged: unread})
+	s.queue = append(s.queue[:0], bitem[T]{lagged: unread, off: -1})
 	s.head = 0
 	s.ended = true
 	t.lagged.Add(unread) // before the notice can be received
@@ -452,6 +455,8 @@ func (s *bsub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, er
 				if it.lagged == 0 {
 					p.queued--
 					p.pos = it.off + 1
+				} else {
+					p.pos = max(p.pos, it.off+1)
 				}
 				if p.queued == 0 {
 					p.pos, p.skipped = max(p.pos, p.skipped), 0

@@ -164,3 +164,21 @@ func TestABroadcastSubscribersPositionPassesAnUndecodableRecordBehindQueuedOnes(
 		return ok && p.HighWater == 3 && p.Committed == 3 && p.Lag == 0
 	}, state)
 }
+
+// Guarantee: under drop_oldest, a broadcast subscriber that fell below
+// the log start and received the lag notice has its position at the
+// oldest record kept: the records retention deleted are not counted in
+// its lag.
+func TestABroadcastSubscribersPositionMovesToTheLogStartWithItsLagNotice(t *testing.T) {
+	const n = 40
+	h, s := lagSetup(t, topic.DropOldest, n, n) // every record deleted
+	for {
+		if it := recv(t, s); it.Lagged > 0 {
+			break
+		}
+	}
+	wait.Within(t, patience, "the position at the log start, no lag", func() bool {
+		p, ok := onlyPartition(h)
+		return ok && p.HighWater == n && p.Committed == n && p.Lag == 0
+	}, func() string { return fmt.Sprintf("Stats().Partitions = %+v", h.Stats().Partitions) })
+}
