@@ -196,9 +196,9 @@ type StateStats struct {
 	// a partition that several subscribers read (broadcast subscribers,
 	// or two members of a group for a moment of a rebalance) is listed
 	// once per reader, the one furthest behind (least Committed, then
-	// HighWater) first. Filled by the durable backends that know their
-	// topics' partitions: kafkatopic. pulsartopic and the in-memory
-	// backend leave it empty.
+	// HighWater, then the one whose fetches fail) first. Filled by the
+	// durable backends that know their topics' partitions: kafkatopic.
+	// pulsartopic and the in-memory backend leave it empty.
 	Partitions []PartitionStats
 }
 

@@ -156,9 +156,17 @@ func (t *kTopic[T]) partitions() []topic.PartitionStats {
 	for _, m := range ms {
 		out = m.appendPartitions(out)
 	}
+	// Of readers tied on the figures, the one whose fetches fail first:
+	// the order depends on the figures only.
+	failing := func(p topic.PartitionStats) int {
+		if p.FetchErr != nil {
+			return 0
+		}
+		return 1
+	}
 	slices.SortFunc(out, func(a, b topic.PartitionStats) int {
 		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Partition, b.Partition),
-			cmp.Compare(a.Committed, b.Committed), cmp.Compare(a.HighWater, b.HighWater))
+			cmp.Compare(a.Committed, b.Committed), cmp.Compare(a.HighWater, b.HighWater), cmp.Compare(failing(a), failing(b)))
 	})
 	return out
 }
