@@ -918,14 +918,19 @@ func listOffsets(ctx context.Context, cl *kgo.Client, level int8, at int64, tps 
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 				return nil, fmt.Errorf("partition %q/%d: %w", t.Topic, p.Partition, err)
 			}
-			off := p.Offset
-			if len(p.OldStyleOffsets) > 0 {
-				off = p.OldStyleOffsets[0] // version 0
-			}
-			offs[topicPartition{t.Topic, p.Partition}] = off
+			offs[topicPartition{t.Topic, p.Partition}] = listedOffset(&p)
 		}
 	}
 	return offs, nil
+}
+
+// listedOffset is the offset a ListOffsets response gives for p: its
+// Offset, or with version 0 the first of its OldStyleOffsets.
+func listedOffset(p *kmsg.ListOffsetsResponseTopicPartition) int64 {
+	if len(p.OldStyleOffsets) > 0 {
+		return p.OldStyleOffsets[0]
+	}
+	return p.Offset
 }
 
 // listOffsetsRequest is a ListOffsets request for tps at at.
@@ -974,11 +979,7 @@ func (m *member) listHighWaters(ctx context.Context, cs []*claim.Claim) {
 				if c == nil || p.ErrorCode != 0 {
 					continue
 				}
-				off := p.Offset
-				if len(p.OldStyleOffsets) > 0 {
-					off = p.OldStyleOffsets[0] // version 0
-				}
-				c.NoteHighWater(off)
+				c.NoteHighWater(listedOffset(&p))
 			}
 		}
 	}
