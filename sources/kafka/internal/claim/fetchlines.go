@@ -36,9 +36,20 @@ const FetchEndedSuffix = " ended"
 // partitions fetches records again, or as the member closes (FlushLogs).
 // A partition not in a new session's assignment leaves its run
 // (NoteSession): a run whose last partition leaves ends with its INFO
-// line, saying so (repeatlog.ReasonKey).
+// line, saying so (repeatlog.ReasonKey); a failure of a partition the
+// last session did not assign (a fetch its client made before the
+// session, reported after it) is not counted: the member no longer reads
+// the partition, and the run would outlive the member's claim.
 func (m *Member) FetchFailed(topic string, part int32, err error, attrs ...slog.Attr) {
-	m.fetches.Fail(context.Background(), repeatlog.TopicPartition{Topic: topic, Part: part}, err, nil, attrs...)
+	tp := repeatlog.TopicPartition{Topic: topic, Part: part}
+	m.fetchMu.Lock()
+	defer m.fetchMu.Unlock()
+	if m.assigned != nil {
+		if _, ok := m.assigned[tp]; !ok {
+			return
+		}
+	}
+	m.fetches.Fail(context.Background(), tp, err, nil, attrs...)
 }
 
 // FetchedAgain tells of records fetched from topic/part: the run of
@@ -51,19 +62,20 @@ func (m *Member) FetchedAgain(topic string, part int32) {
 // endFetchRuns ends every run of failed fetches, each with its INFO line.
 func (m *Member) endFetchRuns() { m.fetches.EndAll(context.Background()) }
 
-// fetchesLeft takes the partitions not in claims, by topic, out of their
-// runs of failed fetches, ending those left with none.
+// fetchesLeft records claims, the session's assignment by topic, as the
+// partitions whose failed fetches count (FetchFailed) and takes the others
+// out of their runs of failed fetches, ending those left with none.
 func (m *Member) fetchesLeft(claims map[string][]int32) {
-	var kept map[repeatlog.TopicPartition]struct{}
-	m.fetches.Drop(context.Background(), func(p repeatlog.TopicPartition) bool {
-		if kept == nil {
-			kept = map[repeatlog.TopicPartition]struct{}{}
-			for topic, parts := range claims {
-				for _, part := range parts {
-					kept[repeatlog.TopicPartition{Topic: topic, Part: part}] = struct{}{}
-				}
-			}
+	kept := map[repeatlog.TopicPartition]struct{}{}
+	for topic, parts := range claims {
+		for _, part := range parts {
+			kept[repeatlog.TopicPartition{Topic: topic, Part: part}] = struct{}{}
 		}
+	}
+	m.fetchMu.Lock()
+	defer m.fetchMu.Unlock()
+	m.assigned = kept
+	m.fetches.Drop(context.Background(), func(p repeatlog.TopicPartition) bool {
 		_, ok := kept[p]
 		return !ok
 	})

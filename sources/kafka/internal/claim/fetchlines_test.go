@@ -169,3 +169,30 @@ func TestASessionEndsTheRunsOfThePartitionsItLeavesOutAndKeepsTheOthers(t *testi
 		t.Fatalf("the member closing, its runs over, logged %q", got[6:])
 	}
 }
+
+// Guarantee: a failed fetch of a partition the member's last session did
+// not assign, reported after the session began (the client fetched it
+// before), starts no run: the member no longer reads the partition, so
+// nothing would ever end the run while the member runs; a failure of a
+// partition the session assigned still begins one.
+func TestAFailedFetchOfAPartitionTheSessionLeftOutBeginsNoRun(t *testing.T) {
+	var buf bytes.Buffer
+	m := NewMember("g", "s", slog.New(slog.NewTextHandler(&buf, nil)), false)
+	down := errors.New("UNKNOWN_SERVER_ERROR")
+	m.FetchFailed("events", 1, down)
+	m.NoteSession("m1", 2, map[string][]int32{"events": {0}})
+	m.FetchFailed("events", 1, down)
+	m.FetchFailed("other", 0, down)
+	lines := fetchLines(&buf)
+	if len(lines) != 2 || !strings.Contains(lines[1], repeatlog.ReasonKey+"="+repeatlog.ReasonRevoked) {
+		t.Fatalf("partition 1 failing, then left out of the session and reported failing again, logged:\n%s\nwant its WARN line and its end, revoked, only", strings.Join(lines, "\n"))
+	}
+	m.FetchFailed("events", 0, down)
+	if lines = fetchLines(&buf); len(lines) != 3 || !strings.Contains(lines[2], "level=WARN") || !strings.Contains(lines[2], "topic=events partition=0 ") {
+		t.Fatalf("a failed fetch of the assigned partition 0 logged:\n%s\nwant its WARN line", strings.Join(lines[2:], "\n"))
+	}
+	m.FlushLogs()
+	if lines = fetchLines(&buf); len(lines) != 4 || !strings.Contains(lines[3], "topic=events partition=0 ") {
+		t.Fatalf("the member closing logged:\n%s\nwant the end of partition 0's run only", strings.Join(lines[3:], "\n"))
+	}
+}

@@ -80,6 +80,11 @@ type Member struct {
 	// fetches are the runs of failed fetches of the member's partitions
 	// (see FetchFailed).
 	fetches repeatlog.Fetches[repeatlog.TopicPartition]
+	// fetchMu orders the failed fetches counted in fetches with the
+	// sessions noted (NoteSession); assigned is the last session's
+	// assignment, nil before the first.
+	fetchMu  sync.Mutex
+	assigned map[repeatlog.TopicPartition]struct{}
 }
 
 // NewMember returns a member of group running in stage; onAck says whether
