@@ -62,7 +62,7 @@ var rules = []rule{
 	// When a Kafka reader cannot read from its cluster, one rule for the
 	// Kafka sources and the Kafka topic backend.
 	{from: "internal/kafkareach", only: []string{}, why: "internal/kafkareach imports nothing of the module"},
-	{from: "internal/kafkaends", only: []string{}, why: "internal/kafkaends imports nothing of the module"},
+	{from: "internal/kafkaends", only: []string{"internal/kafkaconn"}, why: "internal/kafkaends imports only internal/kafkaconn, whose sets its connections are cut through"},
 	// One table of Kafka's refusals for good, for every client.
 	{from: "internal/kafkarefusal", only: []string{}, why: "internal/kafkarefusal imports nothing of the module"},
 	// The bounded lists of the log lines about many partitions, topics or

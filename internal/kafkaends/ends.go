@@ -1,18 +1,28 @@
-// Package kafkaends lists the log ends of the Kafka partitions a backend
-// reads, for the high-water marks of its figures: a consumer that does
-// not fetch (its buffer full, its partition paused) learns of no record
-// produced meanwhile from its fetches.
+// Package kafkaends lists the log ends of the Kafka partitions a reader
+// or a backend reads, for the high-water marks of its figures: a consumer
+// that does not fetch (its buffer full, its partition paused, its
+// handlers stuck) learns of no record produced meanwhile from its
+// fetches.
 package kafkaends
 
 import (
+	"cmp"
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/IBM/sarama"
+
+	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 )
+
+// Timeout bounds each listing of Run.
+const Timeout = 5 * time.Second
 
 // Partition is a partition of a topic.
 type Partition struct {
@@ -52,97 +62,167 @@ func (l *Ends) Keep(read []Partition, got map[Partition]int64) {
 	l.m = m
 }
 
-// Lister asks the leaders of partitions for their log ends.
+// Lines are the messages of the DEBUG lines a Lister logs; a line whose
+// message is empty is not logged.
+type Lines struct {
+	// NoLeader: a partition read whose leader is not known (attributes
+	// topic, partition, error); its end is not listed.
+	NoLeader string
+	// Broker: a leader's request failed (broker, error).
+	Broker string
+	// Partition: a leader answered an error for a partition (topic,
+	// partition, error).
+	Partition string
+	// Lookup: the metadata of the topics whose leaders are to be looked
+	// up could not be had (topics, error).
+	Lookup string
+}
+
+// Lister lists the log ends of partitions: one ListOffsets request per
+// leader, the leaders at once, on connections of its own, kept from one
+// listing to the next and cut when a listing's context ends. sarama's own
+// requests take no context, and an answer they wait for holds the
+// broker's connection, which the client's other requests share.
+//
+// A partition's leader is the one the listings learned: a listing asks
+// for the metadata of the topics of the partitions whose leader it does
+// not know, and of those whose leader it found stale (its answer saying
+// the broker does not lead the partition, or its request to the broker
+// failing), on its own connections, within its context; the next
+// listings ask the leaders that metadata names. Nothing else would
+// refresh the leaders of partitions a reader does not fetch.
+//
+// A Lister is for one goroutine at a time; Close closes its connections.
 type Lister struct {
-	Client  sarama.Client
-	Version sarama.KafkaVersion
-	// Log takes the DEBUG lines of failed listings, each message prefixed
-	// with Prefix ("kafkatopology: ").
-	Log    *slog.Logger
-	Prefix string
-	// Clean takes credentials out of an error before it is logged.
+	// Client is the reader's or the backend's: its config (Client.Config)
+	// is the listing's, and the brokers it knows (Client.Brokers) are
+	// asked for metadata when no connection of the listing answers.
+	Client sarama.Client
+	// Conns is the set the listing's connections are a child of
+	// (kafkaconn.Set.Child): cutting it cuts them too.
+	Conns *kafkaconn.Set
+	// Log takes the DEBUG lines of failed listings, Lines their
+	// messages.
+	Log   *slog.Logger
+	Lines Lines
+	// Clean rewrites an error before it is logged (to leave credentials
+	// out).
 	Clean func(error) error
+
+	cfg     *sarama.Config
+	conns   *kafkaconn.Set            // nil until the first listing, and after a cut
+	brokers map[string]*sarama.Broker // by address, open on conns
+	leaders map[Partition]string      // leaders' addresses learned, by partition read
 }
 
 // Run lists the log ends of the partitions read returns into ends every
-// interval until stop is closed.
+// interval until stop is closed, each listing within Timeout and cut
+// short when stop is closed. It closes the listing's connections before
+// it returns.
 func (l *Lister) Run(ends *Ends, interval time.Duration, read func() []Partition, stop <-chan struct{}) {
+	defer l.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	defer func() { cancel(); <-watched }()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		select {
-		case <-stop:
+		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
 		rd := read()
-		ends.Keep(rd, l.List(rd))
+		lctx, lcancel := context.WithTimeout(ctx, Timeout)
+		ends.Keep(rd, l.List(lctx, rd))
+		lcancel()
 	}
 }
 
-// staleLeader reports whether err, a partition's answer to a listing,
-// says that the broker asked no longer leads it (or that its leader is
-// not known yet): the client's metadata is stale.
-func staleLeader(err error) bool {
-	return errors.Is(err, sarama.ErrNotLeaderForPartition) ||
-		errors.Is(err, sarama.ErrUnknownTopicOrPartition) ||
-		errors.Is(err, sarama.ErrLeaderNotAvailable)
-}
-
-// List asks the leaders of the partitions read for their log ends, in one
-// ListOffsets request per broker, the brokers at once, each request
-// within Config.Net.ReadTimeout (or until the client's connections are
-// cut). It returns the ends it had; a failure is logged at DEBUG and
-// leaves its partitions out. A partition whose broker answers that it no
-// longer leads it (or that its leader is not available, or that it does
-// not know the partition), or whose broker's request fails, has the
-// client refresh its topic's metadata
-// once the listing is done (one request, bounded as the client's
-// metadata requests are: Metadata.Retry.Max retries), so that the next
-// listing asks its new leader; a partition whose leader the client does
-// not know has the client refresh the metadata at once (Client.Leader).
-func (l *Lister) List(read []Partition) map[Partition]int64 {
-	reqs := map[*sarama.Broker]*sarama.OffsetRequest{}
-	asked := map[*sarama.Broker][]Partition{}
+// List asks the leaders of the partitions read for their log ends within
+// ctx, and returns the ends it had; a failure is logged at DEBUG and
+// leaves its partitions out. The listing's connections are cut when ctx
+// ends, and the next listing connects again.
+func (l *Lister) List(ctx context.Context, read []Partition) map[Partition]int64 {
+	got := map[Partition]int64{}
+	if len(read) == 0 {
+		return got
+	}
+	if l.conns == nil {
+		l.cfg, l.conns = l.Conns.Child(l.Client.Config())
+		l.brokers = make(map[string]*sarama.Broker)
+	}
+	stop := l.conns.CutWhenDone(ctx)
+	defer func() {
+		if !stop() {
+			l.Close() // cut: the next listing connects again
+		}
+	}()
+	isRead := make(map[Partition]bool, len(read))
 	for _, k := range read {
-		br, err := l.Client.Leader(k.Topic, k.Part)
-		if err != nil {
-			l.Log.Debug(l.Prefix+"the leader of a partition read is unknown; its log end is not listed",
-				slog.String("topic", k.Topic), slog.Int("partition", int(k.Part)), slog.Any("error", l.Clean(err)))
+		isRead[k] = true
+	}
+	maps.DeleteFunc(l.leaders, func(k Partition, _ string) bool { return !isRead[k] })
+	var unknown []string // topics of partitions whose leader is not known
+	for _, k := range read {
+		if _, ok := l.leaders[k]; !ok && !slices.Contains(unknown, k.Topic) {
+			unknown = append(unknown, k.Topic)
+		}
+	}
+	var lookupErr error
+	if len(unknown) > 0 {
+		lookupErr = l.lookUp(ctx, unknown)
+	}
+	byLeader := make(map[string][]Partition)
+	for _, k := range read {
+		addr, ok := l.leaders[k]
+		if !ok {
+			l.debug(l.Lines.NoLeader, slog.String("topic", k.Topic), slog.Int("partition", int(k.Part)),
+				slog.Any("error", l.clean(cmp.Or(lookupErr, error(sarama.ErrLeaderNotAvailable)))))
 			continue
 		}
-		req := reqs[br]
-		if req == nil {
-			req = sarama.NewOffsetRequest(l.Version)
-			reqs[br] = req
-		}
-		req.AddBlock(k.Topic, k.Part, sarama.OffsetNewest, 1)
-		asked[br] = append(asked[br], k)
+		byLeader[addr] = append(byLeader[addr], k)
 	}
-	got := map[Partition]int64{}
-	var stale []string // topics whose metadata is to be refreshed
+	for addr, b := range l.brokers {
+		if byLeader[addr] == nil {
+			_ = b.Close() // leads none of the partitions read now
+			delete(l.brokers, addr)
+		}
+	}
+	stale := map[string]bool{} // topics whose leaders to look up again
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for br, req := range reqs {
+	failed := make(map[string]bool)
+	for addr, ks := range byLeader {
+		b, err := l.open(addr)
+		if err != nil {
+			l.debug(l.Lines.Broker, slog.String("broker", addr), slog.Any("error", l.clean(err)))
+			for _, k := range ks {
+				stale[k.Topic] = true
+			}
+			continue
+		}
 		wg.Go(func() {
-			resp, err := br.GetAvailableOffsets(req)
+			resp, err := b.GetAvailableOffsets(l.request(ks))
+			mu.Lock()
+			defer mu.Unlock()
 			if err != nil {
-				_ = br.Close() // the client opens it again at the next request
-				l.Log.Debug(l.Prefix+"listing the log ends of partitions read failed",
-					slog.String("broker", br.Addr()), slog.Any("error", l.Clean(err)))
-				// The broker may be gone, its partitions led elsewhere.
-				mu.Lock()
-				defer mu.Unlock()
-				for _, k := range asked[br] {
-					if !slices.Contains(stale, k.Topic) {
-						stale = append(stale, k.Topic)
-					}
+				failed[addr] = true
+				l.debug(l.Lines.Broker, slog.String("broker", addr), slog.Any("error", l.clean(err)))
+				for _, k := range ks {
+					stale[k.Topic] = true // the broker may be gone, its partitions led elsewhere
 				}
 				return
 			}
-			mu.Lock()
-			defer mu.Unlock()
-			for _, k := range asked[br] {
+			for _, k := range ks {
 				blk := resp.GetBlock(k.Topic, k.Part)
 				err := error(sarama.ErrIncompleteResponse)
 				if blk != nil {
@@ -152,21 +232,159 @@ func (l *Lister) List(read []Partition) map[Partition]int64 {
 					got[k] = blk.Offsets[0]
 					continue
 				}
-				if staleLeader(err) && !slices.Contains(stale, k.Topic) {
-					stale = append(stale, k.Topic)
+				if blk != nil && leaderMoved(blk.Err) {
+					stale[k.Topic] = true
 				}
-				l.Log.Debug(l.Prefix+"listing the log end of a partition read failed",
-					slog.String("topic", k.Topic), slog.Int("partition", int(k.Part)), slog.Any("error", err))
+				l.debug(l.Lines.Partition, slog.String("topic", k.Topic), slog.Int("partition", int(k.Part)), slog.Any("error", err))
 			}
 		})
 	}
 	wg.Wait()
-	if len(stale) > 0 {
-		slices.Sort(stale)
-		if err := l.Client.RefreshMetadata(stale...); err != nil {
-			l.Log.Debug(l.Prefix+"refreshing the metadata of topics whose leaders moved failed",
-				slog.Any("topics", stale), slog.Any("error", l.Clean(err)))
-		}
+	for addr := range failed {
+		l.drop(addr)
+	}
+	if len(stale) > 0 && ctx.Err() == nil {
+		_ = l.lookUp(ctx, slices.Sorted(maps.Keys(stale)))
 	}
 	return got
+}
+
+// request is a ListOffsets request for the ends of ks.
+func (l *Lister) request(ks []Partition) *sarama.OffsetRequest {
+	req := sarama.NewOffsetRequest(l.cfg.Version)
+	for _, k := range ks {
+		req.AddBlock(k.Topic, k.Part, sarama.OffsetNewest, 1)
+	}
+	return req
+}
+
+// leaderMoved reports whether err, a partition's answer, says that the
+// broker asked does not lead the partition (now), or that its leader is
+// not known yet.
+func leaderMoved(err sarama.KError) bool {
+	switch err {
+	case sarama.ErrNotLeaderForPartition, sarama.ErrLeaderNotAvailable,
+		sarama.ErrUnknownTopicOrPartition, sarama.ErrFencedLeaderEpoch:
+		return true
+	}
+	return false
+}
+
+// open returns the listing's connection to the broker at addr.
+func (l *Lister) open(addr string) (*sarama.Broker, error) {
+	if b := l.brokers[addr]; b != nil {
+		return b, nil
+	}
+	b := sarama.NewBroker(addr)
+	if err := b.Open(l.cfg); err != nil {
+		return nil, err
+	}
+	l.brokers[addr] = b
+	return b, nil
+}
+
+// drop closes the listing's connection to the broker at addr.
+func (l *Lister) drop(addr string) {
+	if b := l.brokers[addr]; b != nil {
+		_ = b.Close()
+		delete(l.brokers, addr)
+	}
+}
+
+// lookUp asks one broker, of those the listing is connected to, else of
+// those the client knows, for the metadata of topics within ctx, keeps
+// the leaders it names for their partitions, and logs its failure.
+func (l *Lister) lookUp(ctx context.Context, topics []string) error {
+	slices.Sort(topics)
+	err := l.ask(ctx, topics)
+	if err != nil {
+		l.debug(l.Lines.Lookup, slog.Any("topics", topics), slog.Any("error", l.clean(err)))
+	}
+	return err
+}
+
+// ask is lookUp's request: it keeps the leaders of the answer, or
+// returns why it had none.
+func (l *Lister) ask(ctx context.Context, topics []string) error {
+	addrs := slices.Sorted(maps.Keys(l.brokers))
+	for _, b := range l.Client.Brokers() {
+		if l.brokers[b.Addr()] == nil {
+			addrs = append(addrs, b.Addr())
+		}
+	}
+	var err error
+	for _, addr := range addrs {
+		if ctx.Err() != nil {
+			break
+		}
+		var b *sarama.Broker
+		if b, err = l.open(addr); err != nil {
+			continue
+		}
+		var resp *sarama.MetadataResponse
+		if resp, err = b.GetMetadata(sarama.NewMetadataRequest(l.cfg.Version, topics)); err != nil {
+			l.drop(addr)
+			continue
+		}
+		l.learn(resp)
+		return nil
+	}
+	switch cause := context.Cause(ctx); {
+	case cause != nil && err != nil:
+		return fmt.Errorf("%w (%w)", cause, err)
+	case cause != nil:
+		return cause
+	case err == nil:
+		return errors.New("no broker known")
+	}
+	return err
+}
+
+// learn keeps the leaders resp names for the partitions of its topics,
+// and forgets those of the partitions it names none for.
+func (l *Lister) learn(resp *sarama.MetadataResponse) {
+	addrs := make(map[int32]string, len(resp.Brokers))
+	for _, b := range resp.Brokers {
+		addrs[b.ID()] = b.Addr()
+	}
+	if l.leaders == nil {
+		l.leaders = make(map[Partition]string)
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			k := Partition{t.Name, p.ID}
+			if addr, ok := addrs[p.Leader]; ok && errors.Is(p.Err, sarama.ErrNoError) {
+				l.leaders[k] = addr
+			} else {
+				delete(l.leaders, k)
+			}
+		}
+	}
+}
+
+// Close closes the listing's connections; the next listing connects
+// again.
+func (l *Lister) Close() {
+	for _, b := range l.brokers {
+		_ = b.Close()
+	}
+	if l.conns != nil {
+		l.conns.Cut()
+	}
+	l.conns, l.brokers = nil, nil
+}
+
+// debug logs msg at DEBUG with attrs, unless msg is empty.
+func (l *Lister) debug(msg string, attrs ...any) {
+	if msg != "" {
+		l.Log.Debug(msg, attrs...)
+	}
+}
+
+// clean is err as Clean rewrites it.
+func (l *Lister) clean(err error) error {
+	if l.Clean == nil {
+		return err
+	}
+	return l.Clean(err)
 }

@@ -1,14 +1,19 @@
 package kafkaends
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/boulevard-go/boulevard/internal/kafkaconn"
+	"github.com/boulevard-go/boulevard/internal/testbroker"
 )
 
 // n is how many records listerOf's topic holds.
@@ -43,7 +48,9 @@ func listerOf(t *testing.T, topicName string) (*kfake.Cluster, *Lister) {
 			t.Fatal(err)
 		}
 	}
-	return c, &Lister{Client: client, Version: cfg.Version, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Clean: func(err error) error { return err }}
+	l := &Lister{Client: client, Conns: kafkaconn.New(cfg), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	t.Cleanup(l.Close)
+	return c, l
 }
 
 // Guarantee: once a partition's leader moves to another broker, the
@@ -65,7 +72,7 @@ func listsAfterTheLeaderMoves(t *testing.T, topicName string, before func(c *kfa
 	t.Helper()
 	c, l := listerOf(t, topicName)
 	read := []Partition{{Topic: topicName, Part: 0}}
-	if got := l.List(read); got[read[0]] != n {
+	if got := l.List(t.Context(), read); got[read[0]] != n {
 		t.Fatalf("List before the leader moves = %v, want the end %d", got, n)
 	}
 	from := c.LeaderFor(topicName, 0)
@@ -77,7 +84,7 @@ func listsAfterTheLeaderMoves(t *testing.T, topicName string, before func(c *kfa
 	}
 	var got map[Partition]int64
 	for range 2 {
-		if got = l.List(read); got[read[0]] == n {
+		if got = l.List(t.Context(), read); got[read[0]] == n {
 			return
 		}
 	}
@@ -101,4 +108,37 @@ func TestListingReachesAPartitionsNewLeaderAfterItsLeaderStopsAnswering(t *testi
 			return nil, errors.New("broker gone"), true // drops the connection
 		})
 	})
+}
+
+// Guarantee: a listing that finds a partition's leader moved while the
+// cluster leaves metadata requests unanswered returns within its
+// context's time: the leader is looked up on the listing's own
+// connections, cut when its context ends, not through the client, whose
+// requests take no context.
+func TestListingWithAStaleLeaderReturnsWithinItsContextWhileMetadataHangs(t *testing.T) {
+	c, l := listerOf(t, "hung")
+	read := []Partition{{Topic: "hung", Part: 0}}
+	if got := l.List(t.Context(), read); got[read[0]] != n {
+		t.Fatalf("List before the leader moves = %v, want the end %d", got, n)
+	}
+	if err := c.MoveTopicPartition("hung", 0, 1-c.LeaderFor("hung", 0)); err != nil {
+		t.Fatal(err)
+	}
+	testbroker.HangKafkaKey(t, c, kmsg.Metadata)
+	ctx, cancel := context.WithTimeout(t.Context(), testbroker.HungDeadline)
+	defer cancel()
+	start := time.Now()
+	listed := make(chan struct{})
+	go func() {
+		defer close(listed)
+		l.List(ctx, read)
+	}()
+	select {
+	case <-listed:
+		if took := time.Since(start); took > testbroker.HungDeadline+testbroker.CloseMargin {
+			t.Errorf("List with the leader moved and metadata unanswered took %v, want at most %v past its %v context", took.Round(time.Millisecond), testbroker.CloseMargin, testbroker.HungDeadline)
+		}
+	case <-time.After(testbroker.HungDeadline + testbroker.HungGrace):
+		t.Errorf("List with the leader moved and metadata unanswered still runs %v past its %v context", testbroker.HungGrace, testbroker.HungDeadline)
+	}
 }

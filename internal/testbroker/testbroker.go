@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
 
 	"github.com/boulevard-go/boulevard/sources/pulsar/pulsartest"
 )
@@ -55,14 +56,17 @@ func HangKafka(t testing.TB, c *kfake.Cluster) {
 // test must have registered c's Close before, as with HangKafka. At the
 // test's end the held requests are let go and answered before c closes
 // (within HungGrace): a held request woken while the cluster closes would
-// leave the cluster's loop waiting for ever.
-func HangKafkaKey(t testing.TB, c *kfake.Cluster, key kmsg.Key) {
+// leave the cluster's loop waiting for ever. The channel returned is
+// closed once the first request of key is held.
+func HangKafkaKey(t testing.TB, c *kfake.Cluster, key kmsg.Key) (first <-chan struct{}) {
 	var (
 		mu       sync.Mutex
 		released bool
 		held     sync.WaitGroup
+		once     sync.Once
 	)
 	release := make(chan struct{})
+	firstCh := make(chan struct{})
 	t.Cleanup(func() {
 		mu.Lock()
 		released = true
@@ -87,9 +91,28 @@ func HangKafkaKey(t testing.TB, c *kfake.Cluster, key kmsg.Key) {
 		mu.Unlock()
 		defer held.Done()
 		c.KeepControl()
+		once.Do(func() { close(firstCh) })
 		c.SleepControl(func() { <-release })
 		return nil, nil, false
 	})
+	return firstCh
+}
+
+// HungKafka lists the goroutines a kfake cluster keeps while it holds
+// requests (HangKafka, HangKafkaKey) and until it closes, and the one
+// process-wide meter ticker of sarama's metric registry, for goleak to
+// ignore.
+func HungKafka() []goleak.Option {
+	return []goleak.Option{
+		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).run"),
+		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).runControl.func1"),
+		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).SleepControl.func1"),
+		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*bsleep).waitQueue"),
+		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*broker).listen"),
+		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*clientConn).read"),
+		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*clientConn).write"),
+		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
+	}
 }
 
 // HungDeadline is the deadline ReturnsByDeadline gives a call, and

@@ -392,11 +392,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	}
 	m.wg.Go(m.logErrors)
 	m.wg.Go(m.commitLoop)
-	m.wg.Go(func() {
-		h := &highWaters{m: m}
-		defer h.close()
-		m.cm.HighWaterLoop(m.ctx, m.opts.HighWaterInterval, h.list)
-	})
+	m.wg.Go(m.listHighWaters)
 	go m.loop()
 	return m, nil
 }
@@ -441,7 +437,7 @@ type member struct {
 	// logErrors closes once it has handled every error the group had
 	// queued by then (seenErrors).
 	errsSeen chan chan struct{}
-	wg       sync.WaitGroup // logErrors, commitLoop, the listing of end offsets (highWaters)
+	wg       sync.WaitGroup // logErrors, commitLoop, the listing of end offsets (listHighWaters)
 
 	// The member's claims, session and commit bookkeeping (commit.go: one
 	// request in flight at a time, on a connection of its own).

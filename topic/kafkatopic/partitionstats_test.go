@@ -1,12 +1,15 @@
 package kafkatopic_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.uber.org/goleak"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -181,4 +184,30 @@ func TestABroadcastSubscribersPositionMovesToTheLogStartWithItsLagNotice(t *test
 		p, ok := onlyPartition(h)
 		return ok && p.HighWater == n && p.Committed == n && p.Lag == 0
 	}, func() string { return fmt.Sprintf("Stats().Partitions = %+v", h.Stats().Partitions) })
+}
+
+// Guarantee: Close does not wait for a listing of the partitions' log
+// ends that the cluster leaves unanswered: the listing is cut short as
+// the closing begins, so Close returns nil long before its deadline, and
+// no goroutine of it is left.
+func TestCloseDoesNotWaitForAnUnansweredListingOfLogEnds(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	c := testbroker.Kafka(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	fullReadAhead(&o)
+	b := newBackend(t, o)
+	h := newTopic(t, b, "unanswered", topic.Options{Balanced: topic.BalancedPolicy{Capacity: 1}})
+	subscribe(t, h, topic.Balanced("g"))
+	publishN(t, h, 0, 1)
+	wait.Within(t, patience, "the partition's log end listed", func() bool {
+		p, ok := onlyPartition(h)
+		return ok && p.HighWater == 1
+	})
+	<-testbroker.HangKafkaKey(t, c, kmsg.ListOffsets)
+	ctx, cancel := context.WithTimeout(context.Background(), testbroker.HungGrace)
+	defer cancel()
+	if err := b.Close(ctx); err != nil {
+		t.Fatalf("Close while a listing of the log ends waits for the cluster = %v, want nil before its %v deadline", err, testbroker.HungGrace)
+	}
+	goleak.VerifyNone(t, append(testbroker.HungKafka(), before)...)
 }

@@ -177,9 +177,17 @@ func (t *kTopic[T]) partitions() []topic.PartitionStats {
 // topics' Stats take a partition's high-water mark as the greater of the
 // end listed last and its latest fetch's, since a consumer whose
 // read-ahead is full does not fetch, and learns of no record published
-// meanwhile.
+// meanwhile. The listing's requests go out on connections of its own
+// within the backend's, each listing cut short after kafkaends.Timeout or
+// as Close begins (stop), so a cluster that does not answer holds neither
+// the listing nor Close.
 func (b *Backend[T]) listEnds(stop <-chan struct{}) {
-	l := &kafkaends.Lister{Client: b.client, Version: b.cfg.Version, Log: b.log, Prefix: "kafkatopic: ", Clean: b.red.Err}
+	l := &kafkaends.Lister{Client: b.client, Conns: b.conns, Log: b.log, Clean: b.red.Err, Lines: kafkaends.Lines{
+		NoLeader:  "kafkatopic: the leader of a partition read is unknown; its log end is not listed",
+		Broker:    "kafkatopic: listing the log ends of partitions read failed",
+		Partition: "kafkatopic: listing the log end of a partition read failed",
+		Lookup:    "kafkatopic: refreshing the metadata of topics whose leaders moved failed",
+	}}
 	l.Run(&b.ends, b.opts.HighWaterInterval, b.readPartitions, stop)
 }
 

@@ -735,8 +735,8 @@ func (b *Backend[T]) Close(ctx context.Context) error {
 
 func (b *Backend[T]) close() {
 	if b.stopEnds != nil {
-		// The listing under way, if any, is waited for once the readers
-		// are closed: its request can wait up to Net.ReadTimeout.
+		// The listing under way, if any, is cut short at once, and
+		// waited for once the readers are closed.
 		close(b.stopEnds)
 	}
 	b.calls.Wait() // Close's cut, at its deadline, ends them too
@@ -757,7 +757,7 @@ func (b *Backend[T]) close() {
 		<-d
 	}
 	if b.endsDone != nil {
-		<-b.endsDone // Close's cut, at its deadline, ends its requests too
+		<-b.endsDone
 	}
 	b.prodMu.Lock()
 	b.prodClosed = true

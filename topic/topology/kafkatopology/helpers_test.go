@@ -40,16 +40,7 @@ func newBackend(t testing.TB, brokers []string, set ...func(*Options[topologytes
 // or testbroker.HangKafkaKey keeps until the test ends, and sarama's process-wide metrics ticker:
 // goleak checks within a test ignore them.
 func hungCluster() []goleak.Option {
-	return []goleak.Option{
-		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).run"),
-		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).runControl.func1"),
-		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*Cluster).SleepControl.func1"),
-		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*bsleep).waitQueue"),
-		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*broker).listen"),
-		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*clientConn).read"),
-		goleak.IgnoreAnyFunction("github.com/twmb/franz-go/pkg/kfake.(*clientConn).write"),
-		goleak.IgnoreTopFunction("github.com/rcrowley/go-metrics.(*meterArbiter).tick"),
-	}
+	return testbroker.HungKafka()
 }
 
 // newLoggedBackend is newBackend logging as text to logs, with its

@@ -7,9 +7,17 @@ import "github.com/boulevard-go/boulevard/internal/kafkaends"
 // takes a partition's high-water mark as the greater of the end listed
 // last and its latest fetch's, since a consumer that does not fetch (its
 // buffer full, its partition paused) learns of no record produced
-// meanwhile.
+// meanwhile. The listing's requests go out on connections of its own
+// within the backend's, each listing cut short after kafkaends.Timeout or
+// as Close begins (stop), so a cluster that does not answer holds neither
+// the listing nor Close.
 func (b *Backend[T]) listEnds(stop <-chan struct{}) {
-	l := &kafkaends.Lister{Client: b.client, Version: b.cfg.Version, Log: b.log, Prefix: "kafkatopology: ", Clean: b.red.Err}
+	l := &kafkaends.Lister{Client: b.client, Conns: b.conns, Log: b.log, Clean: b.red.Err, Lines: kafkaends.Lines{
+		NoLeader:  "kafkatopology: the leader of a partition read is unknown; its log end is not listed",
+		Broker:    "kafkatopology: listing the log ends of partitions read failed",
+		Partition: "kafkatopology: listing the log end of a partition read failed",
+		Lookup:    "kafkatopology: refreshing the metadata of topics whose leaders moved failed",
+	}}
 	l.Run(&b.ends, b.opts.HighWaterInterval, b.readPartitions, stop)
 }
 

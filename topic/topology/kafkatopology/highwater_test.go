@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
 
 	"github.com/boulevard-go/boulevard/internal/testbroker"
@@ -116,18 +118,27 @@ func TestWaitingCountsLettersOthersHoldWhileAHoldPartitionIsPaused(t *testing.T)
 	}, holdsState(b))
 }
 
+// listedBackend starts a cluster and a backend on it with a reader of
+// queue name, publishes a letter and waits for the backend to list the
+// partition's log end.
+func listedBackend(t *testing.T, name string) (*kfake.Cluster, *Backend[msg]) {
+	t.Helper()
+	c := testbroker.Kafka(t)
+	b := newLoggedBackend(t, c.ListenAddrs(), io.Discard, fullReader)
+	q := declare(t, b, topology.New(name))
+	kname := q.(*queues[msg]).main
+	subscribe(t, q)
+	publish(t, q, 1)
+	wait.For(t, "the partition's log end listed", func() bool { return b.ends.End(kname, 0) == 1 })
+	return c, b
+}
+
 // Guarantee: the backend's listing of its partitions' log ends stops
 // with its Close, which returns by its deadline while a listing waits for
 // a cluster that stopped answering; no goroutine of it is left.
 func TestCloseEndsTheListingOfLogEnds(t *testing.T) {
 	before := goleak.IgnoreCurrent()
-	c := testbroker.Kafka(t)
-	b := newLoggedBackend(t, c.ListenAddrs(), io.Discard, fullReader)
-	q := declare(t, b, topology.New("listed"))
-	kname := q.(*queues[msg]).main
-	subscribe(t, q)
-	publish(t, q, 1)
-	wait.For(t, "the partition's log end listed", func() bool { return b.ends.End(kname, 0) == 1 })
+	c, b := listedBackend(t, "listed")
 	testbroker.HangKafka(t, c)
 	if !testbroker.ReturnsByDeadline(t, "closing the backend", b.Close) {
 		t.FailNow()
@@ -136,6 +147,22 @@ func TestCloseEndsTheListingOfLogEnds(t *testing.T) {
 	defer cancel()
 	if err := b.Close(ctx); err != nil {
 		t.Fatalf("the backend's closing, cut short at its deadline, still runs: %v", err)
+	}
+	goleak.VerifyNone(t, append(hungCluster(), before)...)
+}
+
+// Guarantee: Close does not wait for a listing of the partitions' log
+// ends that the cluster leaves unanswered: the listing is cut short as
+// the closing begins, so Close returns nil long before its deadline, and
+// no goroutine of it is left.
+func TestCloseDoesNotWaitForAnUnansweredListingOfLogEnds(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	c, b := listedBackend(t, "unanswered")
+	<-testbroker.HangKafkaKey(t, c, kmsg.ListOffsets)
+	ctx, cancel := context.WithTimeout(context.Background(), testbroker.HungGrace)
+	defer cancel()
+	if err := b.Close(ctx); err != nil {
+		t.Fatalf("Close while a listing of the log ends waits for the cluster = %v, want nil before its %v deadline", err, testbroker.HungGrace)
 	}
 	goleak.VerifyNone(t, append(hungCluster(), before)...)
 }
