@@ -92,6 +92,11 @@ type Lines struct {
 // listings ask the leaders that metadata names. Nothing else would
 // refresh the leaders of partitions a reader does not fetch.
 //
+// The end listed is the one a reader of the client's
+// Consumer.IsolationLevel reads up to: under sarama.ReadCommitted the last
+// stable offset, which leaves out the records of transactions still open,
+// else the high-water mark.
+//
 // A Lister is for one goroutine at a time; Close closes its connections.
 type Lister struct {
 	// Client is the reader's or the backend's: its config (Client.Config)
@@ -249,9 +254,11 @@ func (l *Lister) List(ctx context.Context, read []Partition) map[Partition]int64
 	return got
 }
 
-// request is a ListOffsets request for the ends of ks.
+// request is a ListOffsets request for the ends of ks, at the client's
+// isolation level (sent from ListOffsets v2, Kafka 0.11, on).
 func (l *Lister) request(ks []Partition) *sarama.OffsetRequest {
 	req := sarama.NewOffsetRequest(l.cfg.Version)
+	req.IsolationLevel = l.cfg.Consumer.IsolationLevel
 	for _, k := range ks {
 		req.AddBlock(k.Topic, k.Part, sarama.OffsetNewest, 1)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
@@ -29,16 +30,8 @@ func listerOf(t *testing.T, topicName string) (*kfake.Cluster, *Lister) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	cfg := sarama.NewConfig()
-	cfg.Version = sarama.V2_8_0_0
-	cfg.Producer.Return.Successes = true
-	cfg.Metadata.RefreshFrequency = 0 // no periodic refresh
-	client, err := sarama.NewClient(c.ListenAddrs(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = client.Close() })
-	prod, err := sarama.NewSyncProducerFromClient(client)
+	l := newLister(t, c, sarama.ReadUncommitted)
+	prod, err := sarama.NewSyncProducerFromClient(l.Client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,9 +41,26 @@ func listerOf(t *testing.T, topicName string) (*kfake.Cluster, *Lister) {
 			t.Fatal(err)
 		}
 	}
+	return c, l
+}
+
+// newLister returns a Lister, closed at t's cleanup, on a client of c that
+// reads at isolation level and refreshes no metadata periodically.
+func newLister(t *testing.T, c *kfake.Cluster, level sarama.IsolationLevel) *Lister {
+	t.Helper()
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V2_8_0_0
+	cfg.Producer.Return.Successes = true
+	cfg.Metadata.RefreshFrequency = 0 // no periodic refresh
+	cfg.Consumer.IsolationLevel = level
+	client, err := sarama.NewClient(c.ListenAddrs(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Close() })
 	l := &Lister{Client: client, Conns: kafkaconn.New(cfg), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	t.Cleanup(l.Close)
-	return c, l
+	return l
 }
 
 // Guarantee: once a partition's leader moves to another broker, the
@@ -140,5 +150,36 @@ func TestListingWithAStaleLeaderReturnsWithinItsContextWhileMetadataHangs(t *tes
 		}
 	case <-time.After(testbroker.HungDeadline + testbroker.HungGrace):
 		t.Errorf("List with the leader moved and metadata unanswered still runs %v past its %v context", testbroker.HungGrace, testbroker.HungDeadline)
+	}
+}
+
+// Guarantee: the end listed for a reader of isolation level read
+// committed is the partition's last stable offset, which leaves out the
+// records of a transaction still open, that such a reader cannot read
+// until it commits; for a reader of read uncommitted it is the
+// high-water mark, which counts them.
+func TestListingAsksForTheEndAReaderOfItsIsolationLevelReadsUpTo(t *testing.T) {
+	const open = 2 // records of the transaction left open
+	c, uncommitted := listerOf(t, "txn")
+	committed := newLister(t, c, sarama.ReadCommitted)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.TransactionalID("open"), kgo.DefaultProduceTopic("txn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	if err := prod.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for range open {
+		if err := prod.ProduceSync(t.Context(), &kgo.Record{Partition: 0, Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := []Partition{{Topic: "txn", Part: 0}}
+	if got := committed.List(t.Context(), read); got[read[0]] != n {
+		t.Errorf("List read committed with a transaction of %d records open after %d = %v, want the end %d (the last stable offset)", open, n, got, n)
+	}
+	if got := uncommitted.List(t.Context(), read); got[read[0]] != n+open {
+		t.Errorf("List read uncommitted with a transaction of %d records open after %d = %v, want the end %d (the high-water mark)", open, n, got, n+open)
 	}
 }
