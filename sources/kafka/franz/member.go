@@ -48,6 +48,9 @@ type member struct {
 	// (leaveCutShort); closed once the member's commits are over. Its
 	// context ends when the member has closed: each request has its own.
 	commits *kgo.Client
+	// level is the isolation level of the member's client (ClientOptions'
+	// kgo.FetchIsolationLevel): 1 reads committed, 0 uncommitted.
+	level int8
 	// instanceID is the static member id of ClientOptions, nil without.
 	instanceID *string
 	// strategies are the names of the balancers the member offers the
@@ -170,6 +173,7 @@ func (s *Source) startMember(runCtx context.Context, stage *producer.Stage[[]byt
 	}
 	m.cl.CompareAndSwap(nil, cl)
 	m.recycle.Store(recyclable(cl))
+	m.level, _ = cl.OptValue(kgo.FetchIsolationLevel).(int8)
 	// Read by the commit loop's commits, which start below (a final
 	// commit, which a callback may already make, does not read them).
 	m.cm.Rebalancing = refusedByRebalance
@@ -422,7 +426,7 @@ func (m *member) poll() {
 			p := m.parts[topicPartition{ftp.Topic, ftp.Partition}]
 			m.mu.Unlock()
 			if p != nil {
-				p.push(ftp.Records, ftp.HighWatermark)
+				p.push(ftp.Records, readableEnd(m.level, &ftp))
 			} else {
 				m.drop(ftp.Records) // no claim reads them
 			}
@@ -955,11 +959,23 @@ func listOffsetsRequest(level int8, at int64, tps []topicPartition) *kmsg.ListOf
 	return req
 }
 
+// readableEnd is the end of ftp a reader of the isolation level level
+// reads up to: the last stable offset when it reads committed (the
+// records of a transaction still open are not readable until it
+// commits), the high-water mark otherwise.
+func readableEnd(level int8, ftp *kgo.FetchTopicPartition) int64 {
+	if level == 1 && ftp.LastStableOffset >= 0 {
+		return ftp.LastStableOffset
+	}
+	return ftp.HighWatermark
+}
+
 // listHighWaters is the member's claim.ListHighWaters: the end offsets
-// of the claimed partitions (read uncommitted: the high-water marks),
-// listed through the commit client, outside the group, which sends each
-// broker one request for the partitions it leads. A broker's failure
-// leaves its partitions to the next listing.
+// of the claimed partitions a reader of the member's isolation level
+// reads up to (read committed: the last stable offsets; uncommitted: the
+// high-water marks), listed through the commit client, outside the group,
+// which sends each broker one request for the partitions it leads. A
+// broker's failure leaves its partitions to the next listing.
 func (m *member) listHighWaters(ctx context.Context, cs []*claim.Claim) {
 	tps := make([]topicPartition, len(cs))
 	byTP := make(map[topicPartition]*claim.Claim, len(cs))
@@ -967,7 +983,7 @@ func (m *member) listHighWaters(ctx context.Context, cs []*claim.Claim) {
 		tps[i] = topicPartition{c.Topic, c.Part}
 		byTP[tps[i]] = c
 	}
-	for _, shard := range m.commits.RequestSharded(ctx, listOffsetsRequest(0, -1, tps)) {
+	for _, shard := range m.commits.RequestSharded(ctx, listOffsetsRequest(m.level, -1, tps)) {
 		resp, ok := shard.Resp.(*kmsg.ListOffsetsResponse)
 		if shard.Err != nil || !ok {
 			m.log.Debug("kafka end offsets not listed", slog.Any("error", claim.Flat(shard.Err)))

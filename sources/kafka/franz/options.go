@@ -157,7 +157,11 @@ type Options struct {
 	// client stops fetching a partition whose records wait for the
 	// handlers, and the high-water mark of its last fetch misses what was
 	// produced since. Stats reports the higher of the fetched and the
-	// listed one. Default 5s; at least 10ms, at most 1 hour.
+	// listed one. Both are the end a reader of the client's isolation
+	// level reads up to: with kgo.FetchIsolationLevel(kgo.ReadCommitted())
+	// in ClientOptions, the last stable offset, so the records of a
+	// transaction still open do not count in the lag. Default 5s; at
+	// least 10ms, at most 1 hour.
 	HighWaterInterval time.Duration `validate:"gte=10ms,lte=1h"`
 	// LookupTimeout bounds each attempt to find where a session's new
 	// claims start with OffsetTimestamp (the ListOffsets requests by time

@@ -19,7 +19,9 @@ type partition struct {
 	*claim.Claim
 	m   *member
 	log *slog.Logger
-	hw  atomic.Int64
+	// hw is the end of the latest fetch that brought records, as a reader
+	// of the member's isolation level reads up to (readableEnd).
+	hw atomic.Int64
 
 	inMu     sync.Mutex
 	inbox    []*kgo.Record // polled, not yet taken by the reader
