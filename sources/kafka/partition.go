@@ -608,9 +608,9 @@ func (r *reader) run() {
 				r.fill(src, limit)
 				msg = r.q.Last()
 			}
-			p.m.reach.Reading()
-			p.m.cm.FetchedAgain(p.Topic, p.Part)
-			p.Next.Store(msg.Offset + 1)
+			if !r.readsAgain(msg) {
+				return // the member failed
+			}
 		case <-stallC:
 			armed = false
 			stalled = true
@@ -644,6 +644,45 @@ func (r *reader) run() {
 			return
 		}
 	}
+}
+
+// readsAgain notes that the consumer reading the claim's partition
+// handed over records, msg the last: the partition reads. The errors the
+// consumer of the member has queued by then are handled first
+// (ownFailed), so that a failed fetch ends its run only with the records
+// fetched after it: sarama queues a fetch's error before it fetches again,
+// so any error of a fetch made before msg's is queued already, and the
+// reader's select would otherwise take it, as often as not, after msg,
+// beginning a run that the partition, reading again, never ends. It
+// reports false when one of those errors fails the member.
+func (r *reader) readsAgain(msg *sarama.ConsumerMessage) bool {
+	if !r.queuedOwnErrors() {
+		return false
+	}
+	p := r.p
+	p.m.reach.Reading()
+	p.m.cm.FetchedAgain(p.Topic, p.Part)
+	p.Next.Store(msg.Offset + 1)
+	return true
+}
+
+// queuedOwnErrors handles the errors the consumer of the member has
+// queued, without waiting for more. It reports false when one fails the
+// member.
+func (r *reader) queuedOwnErrors() bool {
+	for r.ownErrors != nil {
+		select {
+		case err, ok := <-r.ownErrors:
+			if !ok {
+				r.ownErrors = nil
+			} else if !r.ownFailed(err) {
+				return false
+			}
+		default:
+			return true
+		}
+	}
+	return true
 }
 
 // ownFailed handles an error of the consumer of the member that reads
