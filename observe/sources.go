@@ -30,7 +30,7 @@ var (
 	topicSubscribers  = desc("topic_broadcast_subscribers", "Connected broadcast subscribers.", lTopic)
 	topicUndecodable  = desc("topic_undecodable_total", "Messages this process's subscriptions skipped for good because the codec could not decode them.", lTopic)
 	topicResubscribes = desc("topic_broadcast_resubscribes_total", "Times this process's broadcast subscribers subscribed again after losing their connection, each maybe missing what was published meanwhile.", lTopic)
-	topicLag          = desc("topic_lag_messages", "High-water mark (the latest fetch's, or the log end listed every HighWaterInterval when higher) minus the committed offset of a partition this process's balanced subscribers claim (what a restart would read), or minus the position of a broadcast subscriber, labelled with no group (the messages it has not received); the subscriber furthest behind where several read one partition.", lTopic, lGroup, lPartition)
+	topicLag          = desc("topic_lag_messages", "High-water mark (the latest fetch's, or the log end listed every HighWaterInterval when higher) minus the committed offset of a partition this process's balanced subscribers claim (what a restart would read), or minus the position of a broadcast subscriber, labelled with no group (the messages it has not received); where several read one partition, the broadcast subscriber furthest behind, or the group's member furthest ahead (two claim it for a moment of a rebalance).", lTopic, lGroup, lPartition)
 	topicCommitted    = desc("topic_committed_offset", "The offset a balanced subscriber's group commits for the partition (-1: none), or a broadcast subscriber's position.", lTopic, lGroup, lPartition)
 	topicHighWater    = desc("topic_high_water_offset", "The partition's high-water mark: the latest fetch's, or the log end listed every HighWaterInterval when higher.", lTopic, lGroup, lPartition)
 	topicFetching     = desc("topic_fetch_failing", "1 while the fetches of a partition this process's subscribers read fail (an ACL denies READ, the cluster is out of reach), its lag then growing only with the log ends listed; 0 while they do not.", lTopic, lGroup, lPartition)
@@ -203,8 +203,9 @@ func collectTopic(ch chan<- prometheus.Metric, t namedTopic, st topic.Stats) {
 	gauge(ch, topicSubscribers, float64(st.BroadcastSubscribers), name)
 	counter(ch, topicUndecodable, float64(st.Undecodable), name)
 	counter(ch, topicResubscribes, float64(st.BroadcastResubscribes), name)
-	// One series per group and partition (the first listed: the reader
-	// furthest behind) while it is read.
+	// One series per group and partition (the first listed: a group's
+	// member furthest ahead, the broadcast subscriber furthest behind)
+	// while it is read.
 	for _, p := range firstOfEach(st.Partitions, func(p topic.PartitionStats) partitionKey {
 		return partitionKey{group: labelValue(p.Group), partition: p.Partition}
 	}) {

@@ -97,8 +97,8 @@ func TestLinkingATopicToNoPipelineForgetsItsLinks(t *testing.T) {
 // (topic.Stats.Partitions) are exported as gauges labelled by the topic's
 // name, the group (none for a broadcast subscriber) and the partition:
 // lag, committed offset, high-water mark and whether its fetches fail,
-// one series per group and partition (the first listed, the subscriber
-// furthest behind); a partition no longer read is gone from the next
+// one series per group and partition (the first listed: a group's member
+// furthest ahead, the broadcast subscriber furthest behind); a partition no longer read is gone from the next
 // scrape.
 func TestATopicsPartitionLagIsExported(t *testing.T) {
 	st := topic.Stats{BalancedGroups: 1, BroadcastSubscribers: 2, Partitions: []topic.PartitionStats{

@@ -193,10 +193,13 @@ type StateStats struct {
 	// Partitions are the partitions this process's balanced subscribers
 	// claim and its broadcast subscribers read, with their lag, ordered
 	// by group and partition (a broadcast subscriber's, Group "", first);
-	// a partition that several subscribers read (broadcast subscribers,
-	// or two members of a group for a moment of a rebalance) is listed
-	// once per reader, the one furthest behind (least Committed, then
-	// HighWater, then the one whose fetches fail) first. Filled by the
+	// a partition that several subscribers read is listed once per
+	// reader: of broadcast subscribers, each reading it all along, the
+	// one furthest behind (least Committed, then HighWater) first; of two
+	// members of a group that claim it for a moment of a rebalance, the
+	// one furthest ahead (greatest Committed, then HighWater) first, as
+	// the group's committed offset only moves forward; of readers tied
+	// on these, the one whose fetches fail first. Filled by the
 	// durable backends that know their topics' partitions: kafkatopic.
 	// pulsartopic and the in-memory backend leave it empty.
 	Partitions []PartitionStats

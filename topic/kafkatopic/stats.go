@@ -156,19 +156,38 @@ func (t *kTopic[T]) partitions() []topic.PartitionStats {
 	for _, m := range ms {
 		out = m.appendPartitions(out)
 	}
-	// Of readers tied on the figures, the one whose fetches fail first:
-	// the order depends on the figures only.
+	sortPartitions(out)
+	return out
+}
+
+// sortPartitions orders parts by group and partition, and a partition of
+// a group listed twice (two members claim it for a moment of a
+// rebalance) the one furthest ahead first: greatest Committed, then
+// HighWater, as the group's committed offset only moves forward; a
+// partition that broadcast subscribers (Group "") list more than once,
+// each reading it all along, the one furthest behind first: least
+// Committed, then HighWater. Of readers tied on the figures, the one
+// whose fetches fail comes first. The order depends on the figures only,
+// so a collector that keeps the first of each reads the same one
+// whichever reader listed it first.
+func sortPartitions(parts []topic.PartitionStats) {
 	failing := func(p topic.PartitionStats) int {
 		if p.FetchErr != nil {
 			return 0
 		}
 		return 1
 	}
-	slices.SortFunc(out, func(a, b topic.PartitionStats) int {
-		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Partition, b.Partition),
-			cmp.Compare(a.Committed, b.Committed), cmp.Compare(a.HighWater, b.HighWater), cmp.Compare(failing(a), failing(b)))
+	slices.SortFunc(parts, func(a, b topic.PartitionStats) int {
+		if c := cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Partition, b.Partition)); c != 0 {
+			return c
+		}
+		ahead, behind := a, b // furthest ahead first
+		if a.Group == "" {
+			ahead, behind = b, a
+		}
+		return cmp.Or(cmp.Compare(behind.Committed, ahead.Committed), cmp.Compare(behind.HighWater, ahead.HighWater),
+			cmp.Compare(failing(a), failing(b)))
 	})
-	return out
 }
 
 // listEnds lists the log ends of the partitions the backend's members
