@@ -79,14 +79,18 @@ type bpart struct {
 	hw highWater // the partition's consumer
 	// pos is the offset after the last record of the partition handed out
 	// or skipped, or the oldest record kept once a lag notice of the
-	// partition is handed out, the log end as of Subscribe before any.
+	// partition is handed out, or the oldest record of the partition once
+	// its topic was created again, the log end as of Subscribe before any.
 	pos int64
 	// queued counts the partition's records queued, not yet handed out.
 	queued int
 	// skipped is the offset after the last record of the partition
 	// skipped while records fetched before it were queued (0: none): pos
 	// moves to it once they are handed out.
-	skipped  int64
+	skipped int64
+	// stale counts the partition's items queued before its topic was
+	// created again (the old partition's), which move pos no more.
+	stale    int
 	fetchErr fetchErr // the last failed fetch while none returned records since
 }
 
@@ -311,6 +315,9 @@ func (s *bsub[T]) lagged(part int32, next int64) (sarama.PartitionConsumer, int6
 		t.b.log.Info("kafkatopic: broadcast subscriber's partition begins anew; reading it from its oldest record",
 			slog.String("topic", t.kname), slog.Int("partition", int(part)), slog.Int64("offset", oldest))
 		pc, err := s.cons.ConsumePartition(t.kname, part, oldest)
+		if err == nil {
+			s.beginAnew(part, pc, oldest)
+		}
 		return pc, oldest, err
 	}
 	missed := uint64(max(oldest-next, 1))
@@ -330,6 +337,24 @@ func (s *bsub[T]) lagged(part int32, next int64) (sarama.PartitionConsumer, int6
 	}
 	pc, err := s.cons.ConsumePartition(t.kname, part, oldest)
 	return pc, oldest, err
+}
+
+// beginAnew moves the subscriber's position on partition part, whose
+// topic was created again, to oldest, where pc, its new consumer, reads
+// from: the items of the old partition still queued no longer move it.
+func (s *bsub[T]) beginAnew(part int32, pc sarama.PartitionConsumer, oldest int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.parts[part]
+	if p == nil {
+		return
+	}
+	p.hw, p.pos, p.skipped, p.stale = pc, oldest, 0, 0
+	for _, it := range s.queue[s.head:] {
+		if it.part == part {
+			p.stale++
+		}
+	}
 }
 
 // disconnect ends the subscription with one final lag notice counting
@@ -452,7 +477,12 @@ func (s *bsub[T]) Receive(ctx context.Context, dst []topic.Envelope[T]) (int, er
 			s.queue[s.head] = bitem[T]{}
 			s.head++
 			if p := s.parts[it.part]; p != nil {
-				if it.lagged == 0 {
+				if p.stale > 0 {
+					p.stale--
+					if it.lagged == 0 {
+						p.queued--
+					}
+				} else if it.lagged == 0 {
 					p.queued--
 					p.pos = it.off + 1
 				} else {

@@ -211,3 +211,58 @@ func TestCloseDoesNotWaitForAnUnansweredListingOfLogEnds(t *testing.T) {
 	}
 	goleak.VerifyNone(t, append(testbroker.HungKafka(), before)...)
 }
+
+// Guarantee: once the topic of a broadcast subscriber is deleted and
+// created again, the subscriber's position is the new partition's oldest
+// record, where it reads it from: the records published to the new topic
+// count in its lag, against the new partition's log end, before it
+// receives any, those of the old topic it still holds move it no more,
+// and it follows the records of the new topic it receives.
+func TestABroadcastSubscribersPositionBeginsAnewWithItsTopicCreatedAgain(t *testing.T) {
+	c := testbroker.Kafka(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	o.HighWaterInterval = 50 * time.Millisecond
+	h := newTopic(t, newBackend(t, o), "again", topic.Options{Mode: topic.BroadcastOnly})
+	s := subscribe(t, h, topic.Broadcast())
+	state := func() string { return fmt.Sprintf("Stats().Partitions = %+v", h.Stats().Partitions) }
+	publishN(t, h, 0, 3)
+	recv(t, s)
+	wait.Within(t, patience, "the position past the first record of the old topic", func() bool {
+		p, ok := onlyPartition(h)
+		return ok && p.Committed == 1 && p.HighWater == 3 && p.Lag == 2
+	}, state)
+	admin := testbroker.Admin(t, c.ListenAddrs())
+	if err := admin.DeleteTopic("again"); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.CreateTopic("again", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	// Fewer records than the subscriber read of the old topic.
+	for _, v := range []int{10, 11} {
+		wait.Within(t, patience, "a publish to the topic created again to be stored", func() bool {
+			return h.Publish(ctxT(t), v) == nil
+		})
+	}
+	wait.Within(t, patience, "the position at the new partition's start, both records in the lag", func() bool {
+		p, ok := onlyPartition(h)
+		return ok && p.Committed == 0 && p.HighWater == 2 && p.Lag == 2
+	}, state)
+	for _, v := range []int{1, 2} {
+		if it := recv(t, s); it.Value != v {
+			t.Fatalf("received %+v, want value %d of the old topic", it, v)
+		}
+	}
+	if p, ok := onlyPartition(h); !ok || p.Committed != 0 || p.Lag != 2 {
+		t.Fatalf("once the old topic's records are received, %s; want the position still at 0, lag 2", state())
+	}
+	for _, v := range []int{10, 11} {
+		if it := recv(t, s); it.Value != v || it.Lagged != 0 {
+			t.Fatalf("received %+v, want value %d", it, v)
+		}
+	}
+	wait.Within(t, patience, "the position past the records received", func() bool {
+		p, ok := onlyPartition(h)
+		return ok && p.Committed == 2 && p.HighWater == 2 && p.Lag == 0
+	}, state)
+}
