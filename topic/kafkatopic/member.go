@@ -461,6 +461,9 @@ func (m *member[T]) push(ctx context.Context, c *kafkaoffset.Claim, batch []deli
 	m.reach.Reading() // records came in
 	capacity := m.t.opts.Balanced.Capacity
 	m.mu.Lock()
+	if len(batch) > 0 {
+		m.fetched(c, batch[0].off)
+	}
 	for len(batch) > 0 {
 		// (a loop: the batch may be larger than the room there is)
 		for len(m.queue)-m.head >= capacity {
@@ -503,6 +506,7 @@ func (m *member[T]) push(ctx context.Context, c *kafkaoffset.Claim, batch []deli
 // skip records a fetched offset that is settled at once.
 func (m *member[T]) skip(c *kafkaoffset.Claim, off int64) {
 	m.mu.Lock()
+	m.fetched(c, off)
 	c.Skip(off)
 	m.fetchFrom[c.Partition()] = off + 1
 	delete(m.fetchErrs, c.Partition())

@@ -266,3 +266,29 @@ func TestABroadcastSubscribersPositionBeginsAnewWithItsTopicCreatedAgain(t *test
 		return ok && p.Committed == 2 && p.HighWater == 2 && p.Lag == 0
 	}, state)
 }
+
+// Guarantee: a balanced group whose committed offset retention has
+// deleted reads its partition again from the oldest record kept, and its
+// lag counts from there, not from offset 0: the records deleted are not
+// counted, once the member has fetched a record.
+func TestABalancedGroupsLagCountsFromTheOldestRecordKeptOnceItsCommittedOffsetIsDeleted(t *testing.T) {
+	c := testbroker.Kafka(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	fullReadAhead(&o)
+	h := newTopic(t, newBackend(t, o), "trimmed", topic.Options{Balanced: topic.BalancedPolicy{Capacity: 1}})
+	subscribe(t, h, topic.Balanced("g")).Close() // the group's offset: 0
+	const n, cut = 40, 30
+	publishN(t, h, 0, n)
+	admin := testbroker.Admin(t, c.ListenAddrs())
+	if err := admin.DeleteRecords("trimmed", map[int32]int64{0: cut}); err != nil {
+		t.Fatal(err)
+	}
+	s := subscribe(t, h, topic.Balanced("g"))
+	if it := recv(t, s); it.Value != cut { // never settled
+		t.Fatalf("received %+v, want value %d, the oldest kept", it, cut)
+	}
+	wait.Within(t, patience, "the lag counted from the oldest record kept", func() bool {
+		p, ok := onlyPartition(h)
+		return ok && p.HighWater == n && p.Lag == n-cut
+	}, func() string { return fmt.Sprintf("Stats().Partitions = %+v", h.Stats().Partitions) })
+}

@@ -21,7 +21,9 @@ type highWater interface{ HighWaterMarkOffset() int64 }
 // claimFigures are what a member keeps of a claim for its figures.
 type claimFigures struct {
 	// committed is the group's committed offset as the claim began, -1
-	// when it had none; start is where the claim started.
+	// when it had none; start is where the claim started
+	// (kafkaoffset.StartOldest: the oldest record, until the claim
+	// fetches one, whose offset start then is).
 	committed, start int64
 	hw               highWater // the claim's consumer
 }
@@ -41,6 +43,17 @@ func (f fetchErr) current(cfg *sarama.Config) error {
 		return f.err
 	}
 	return nil
+}
+
+// fetched records off, the offset of a record claim c fetched, as where
+// the claim started when it started at the oldest record without knowing
+// its offset: the records below it were deleted, and its lag counts from
+// there. m.mu is held.
+func (m *member[T]) fetched(c *kafkaoffset.Claim, off int64) {
+	if f, ok := m.claims[c]; ok && f.start == kafkaoffset.StartOldest {
+		f.start = off
+		m.claims[c] = f
+	}
 }
 
 // fetchFailed records err, a failed fetch of partition part.
