@@ -59,6 +59,23 @@ type producer struct {
 	once   sync.Once
 
 	wg sync.WaitGroup
+
+	// fresh are the records the single-record producer refused as out of
+	// order, in order, waiting for sendFreshAll, which freshMore wakes;
+	// freshEnd says no more come, and freshDone is closed once
+	// sendFreshAll has reported the outcome of each and returned.
+	freshMu   sync.Mutex
+	fresh     []refusedRecord
+	freshEnd  bool
+	freshMore chan struct{} // cap 1
+	freshDone chan struct{}
+}
+
+// refusedRecord is a copy of a record to send through a fresh producer,
+// and the error its refusal gave.
+type refusedRecord struct {
+	m       *sarama.ProducerMessage
+	refused error
 }
 
 // newProducer starts a producer whose batching producer shares client and
@@ -80,12 +97,14 @@ func newProducer(client sarama.Client, brokers []string, cfg *sarama.Config, buf
 		_ = aloneClient.Close()
 		return nil, err
 	}
-	p := &producer{ap: ap, alone: alone, aloneClient: aloneClient, in: make(chan *completion, buffer), stop: make(chan struct{})}
+	p := &producer{ap: ap, alone: alone, aloneClient: aloneClient, in: make(chan *completion, buffer), stop: make(chan struct{}),
+		freshMore: make(chan struct{}, 1), freshDone: make(chan struct{})}
 	p.pool.New = func() any { return &completion{done: make(chan error, 1)} }
 	p.wg.Add(3)
 	go p.feed()
 	go p.results(ap, true)
 	go p.results(alone, false)
+	go p.sendFreshAll()
 	return p, nil
 }
 
@@ -153,11 +172,13 @@ func (p *producer) feed() {
 // single-record producer, idempotent too, has sequences of its own for the
 // partition, which the broker refuses as well when the topic was created
 // again since that producer last sent to it: a record it refused as out of
-// order is sent once more through a fresh producer (sendFresh), and that
-// outcome is the record's. So the backend sends a record again at most
-// twice (sarama's own retries aside). Once ap has closed, so does the
-// single-record producer (the last to receive records), and once that has
-// closed, its client.
+// order is sent once more through a fresh producer (sendFresh, on a
+// goroutine of its own, sendFreshAll, so that the outcomes of the
+// single-record producer's other records are not held up meanwhile), and
+// that outcome is the record's. So the backend sends a record again at
+// most twice (sarama's own retries aside). Once ap has closed, so does
+// the single-record producer (the last to receive records), and once that
+// has closed and the records it refused have been sent again, its client.
 func (p *producer) results(ap sarama.AsyncProducer, batching bool) {
 	defer p.wg.Done()
 	succ, errs := ap.Successes(), ap.Errors()
@@ -182,7 +203,8 @@ func (p *producer) results(ap sarama.AsyncProducer, batching bool) {
 			}
 			if !batching && errors.Is(e.Err, sarama.ErrOutOfOrderSequenceNumber) {
 				c.resent = true
-				e.Err = p.sendFresh(resend(c), e.Err)
+				p.queueFresh(refusedRecord{m: resend(c), refused: e.Err})
+				continue
 			}
 			c.done <- e.Err
 		}
@@ -190,7 +212,52 @@ func (p *producer) results(ap sarama.AsyncProducer, batching bool) {
 	if batching {
 		p.alone.AsyncClose()
 	} else {
+		p.endFresh()
 		_ = p.aloneClient.Close()
+	}
+}
+
+// queueFresh hands r to sendFreshAll.
+func (p *producer) queueFresh(r refusedRecord) { p.toFresh(func() { p.fresh = append(p.fresh, r) }) }
+
+// endFresh tells sendFreshAll that no more records come, and waits until
+// it has reported the outcome of those it has and returned.
+func (p *producer) endFresh() {
+	p.toFresh(func() { p.freshEnd = true })
+	<-p.freshDone
+}
+
+// toFresh runs change, on what sendFreshAll is to do, under freshMu, and
+// wakes sendFreshAll.
+func (p *producer) toFresh(change func()) {
+	p.freshMu.Lock()
+	change()
+	p.freshMu.Unlock()
+	select {
+	case p.freshMore <- struct{}{}:
+	default:
+	}
+}
+
+// sendFreshAll sends each record queueFresh hands it through sendFresh,
+// one at a time in the order handed, and reports its outcome to its
+// completion, until endFresh.
+func (p *producer) sendFreshAll() {
+	defer close(p.freshDone)
+	for {
+		p.freshMu.Lock()
+		rs, end := p.fresh, p.freshEnd
+		p.fresh = nil
+		p.freshMu.Unlock()
+		for _, r := range rs {
+			r.m.Metadata.(*completion).done <- p.sendFresh(r.m, r.refused)
+		}
+		if len(rs) == 0 {
+			if end {
+				return
+			}
+			<-p.freshMore
+		}
 	}
 }
 

@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/IBM/sarama/mocks"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaorder"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/topic"
@@ -40,16 +42,25 @@ func heldProduces(t *testing.T, buffer int) (b *Backend[int], held <-chan struct
 	if err != nil {
 		t.Fatal(err)
 	}
-	release := make(chan struct{})
-	unblock = sync.OnceFunc(func() { close(release) })
+	held, unblock = holdEvery(t, c, kmsg.Produce)
 	t.Cleanup(func() {
 		unblock()
 		if err := b.Close(context.Background()); err != nil {
 			t.Error(err)
 		}
 	})
+	return b, held, unblock
+}
+
+// holdEvery makes c hold every request of key until unblock is called (at
+// the latest when the test ends), answering the others meanwhile. held
+// receives when the first one arrives.
+func holdEvery(t *testing.T, c *kfake.Cluster, key kmsg.Key) (held <-chan struct{}, unblock func()) {
+	release := make(chan struct{})
+	unblock = sync.OnceFunc(func() { close(release) })
+	t.Cleanup(unblock)
 	arrived := make(chan struct{}, 1)
-	c.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+	c.ControlKey(int16(key), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
 		select {
 		case arrived <- struct{}{}:
@@ -58,7 +69,7 @@ func heldProduces(t *testing.T, buffer int) (b *Backend[int], held <-chan struct
 		c.SleepControl(func() { <-release })
 		return nil, nil, false
 	})
-	return b, arrived, unblock
+	return arrived, unblock
 }
 
 // tryEnqueue hands b's producer a record without waiting for room, and
@@ -141,4 +152,55 @@ func TestClosingTheProducerWaitsForTheOutcomeOfEveryRecordItTook(t *testing.T) {
 	default:
 		t.Fatal("the producer closed before reporting the outcome of a record it took")
 	}
+}
+
+// Guarantee: while a record the single-record producer refused as out of
+// order waits to be sent again through a fresh producer (here, while the
+// cluster holds that producer's request for a producer id), the outcome
+// of the single-record producer's next record is reported; the refused
+// record's is, once the fresh producer has sent it.
+func TestARecordSentAgainThroughAFreshProducerHoldsUpNoOtherOutcome(t *testing.T) {
+	c := testbroker.Kafka(t, kfake.SeedTopics(1, "fresh"))
+	opts := Options[int]{Brokers: c.ListenAddrs(), Config: testbroker.SaramaConfig(), Codec: topic.IntCodec{}}.WithDefaults()
+	aloneClient, err := sarama.NewClient(c.ListenAddrs(), aloneConfig(kafkaorder.Producer(opts.saramaConfig())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, unblock := holdEvery(t, c, kmsg.InitProducerID)
+	mcfg := mocks.NewTestConfig()
+	mcfg.Producer.Return.Successes = true
+	alone := mocks.NewAsyncProducer(t, mcfg)
+	alone.ExpectInputAndFail(sarama.ErrOutOfOrderSequenceNumber)
+	alone.ExpectInputAndSucceed()
+	p := &producer{alone: alone, aloneClient: aloneClient, freshMore: make(chan struct{}, 1), freshDone: make(chan struct{})}
+	p.wg.Add(1)
+	go p.results(alone, false)
+	go p.sendFreshAll()
+	send := func(v string) *completion {
+		cp := &completion{done: make(chan error, 1), alone: true}
+		cp.msg = sarama.ProducerMessage{Topic: "fresh", Value: sarama.StringEncoder(v), Metadata: cp}
+		alone.Input() <- &cp.msg
+		return cp
+	}
+	refused := send("refused")
+	select {
+	case <-held:
+	case <-time.After(patienceInternal):
+		t.Fatal("the refused record was never sent again through a fresh producer")
+	}
+	next := send("next")
+	select {
+	case err := <-next.done:
+		if err != nil {
+			t.Fatalf("the next record: %v", err)
+		}
+	case <-time.After(patienceInternal):
+		t.Fatal("the next record's outcome was not reported while the refused one waited for a fresh producer")
+	}
+	unblock()
+	if err := <-refused.done; err != nil {
+		t.Fatalf("the refused record sent again through a fresh producer: %v", err)
+	}
+	alone.AsyncClose()
+	p.wg.Wait()
 }
