@@ -227,7 +227,8 @@ type PartitionStats struct {
 	// offset after the last record it handed out (Receive) or skipped (a
 	// record that does not decode), or the oldest record kept once it
 	// handed out the lag notice of the records it missed (drop_oldest),
-	// the log end as of its Subscribe before any.
+	// or the oldest record of the partition once its topic was created
+	// again, the log end as of its Subscribe before any.
 	Committed int64
 	// HighWater is the partition's high-water mark (the offset the next
 	// published message gets) as of the latest fetch response, or the log
@@ -241,8 +242,10 @@ type PartitionStats struct {
 	// published that it has not handed out yet, which a restart would not
 	// deliver at all, a new broadcast subscriber starting at the log
 	// end); while the group has no committed offset, HighWater − the
-	// offset the claim started at. 0 while HighWater is unknown, and
-	// never negative.
+	// offset the claim started at (a claim that starts at the oldest
+	// record kept: the whole log until it fetches a record, then from
+	// that record's offset). 0 while HighWater is unknown, and never
+	// negative.
 	Lag int64
 	// FetchErr is the error of the partition's last failed fetch while
 	// its fetches fail (kafkatopic: sarama.ErrTopicAuthorizationFailed,

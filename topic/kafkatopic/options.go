@@ -200,12 +200,12 @@ type Options[T any] struct {
 	// HighWaterInterval is how often the backend asks the brokers for the
 	// log ends of the partitions this process's balanced members claim
 	// and its broadcast subscribers read (one ListOffsets request per
-	// broker, through the backend's client, each within
-	// Config.Net.ReadTimeout), for the topics' Stats (Partitions): a
-	// subscriber takes its high-water mark from its fetches, and stops
-	// fetching while its read-ahead is full (a subscriber that does not
-	// receive). Default 5s; at least MinHighWaterInterval (10ms), at most
-	// MaxHighWaterInterval (1h).
+	// broker, on connections of the listing's own, each listing given up
+	// after 5s and cut short once Close has closed the topics), for the
+	// topics' Stats (Partitions): a subscriber takes its high-water mark
+	// from its fetches, and stops fetching while its read-ahead is full
+	// (a subscriber that does not receive). Default 5s; at least
+	// MinHighWaterInterval (10ms), at most MaxHighWaterInterval (1h).
 	HighWaterInterval time.Duration `name:"high_water_interval" validate:"omitempty,gte=10ms,lte=1h"`
 	// PublishBuffer is how many publishes may wait to be handed to the
 	// producer; TryPublish reports DroppedOnFull when it is full, Publish

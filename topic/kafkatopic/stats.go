@@ -211,8 +211,8 @@ func sortPartitions(parts []topic.PartitionStats) {
 // read-ahead is full does not fetch, and learns of no record published
 // meanwhile. The listing's requests go out on connections of its own
 // within the backend's, each listing cut short after kafkaends.Timeout or
-// as Close begins (stop), so a cluster that does not answer holds neither
-// the listing nor Close.
+// once Close has closed the topics (stop), so a cluster that does not
+// answer holds neither the listing nor Close.
 func (b *Backend[T]) listEnds(stop <-chan struct{}) {
 	l := &kafkaends.Lister{Client: b.client, Conns: b.conns, Log: b.log, Clean: b.red.Err, Lines: kafkaends.Lines{
 		NoLeader:  "kafkatopic: the leader of a partition read is unknown; its log end is not listed",
