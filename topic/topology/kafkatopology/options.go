@@ -169,12 +169,13 @@ type Options[T any] struct {
 	RevokeTimeout time.Duration `validate:"gte=0,lte=1h"`
 	// HighWaterInterval is how often the backend asks the brokers for the
 	// log ends of the partitions its readers and releasers read (one
-	// ListOffsets request per broker, through its shared client, each
-	// within Config.Net.ReadTimeout), for Stats: a reader takes its
-	// high-water mark from its fetches, and stops fetching while its
-	// buffer is full (a handler that blocks) or, for a releaser, while
-	// the partition's next letter is not due. Default 5s; at least
-	// MinHighWaterInterval (10ms), at most MaxHighWaterInterval (1h).
+	// ListOffsets request per broker, on connections of the listing's
+	// own, each listing given up after 5s and cut short as Close
+	// begins), for Stats: a reader takes its high-water mark from its
+	// fetches, and stops fetching while its buffer is full (a handler
+	// that blocks) or, for a releaser, while the partition's next letter
+	// is not due. Default 5s; at least MinHighWaterInterval (10ms), at
+	// most MaxHighWaterInterval (1h).
 	HighWaterInterval time.Duration `validate:"omitempty,gte=10ms,lte=1h"`
 	// HoldRetentionMargin is how long a hold topic the backend creates
 	// keeps a letter past its due time: the topic is created with
