@@ -13,7 +13,7 @@ var (
 	kafkaLag        = desc("kafka_consumer_lag_messages", "High-water mark (the latest fetch's, or the end offset listed every HighWaterInterval when higher) minus the group's committed offset: what a restart would read.", lGroup, lTopic, lPartition)
 	kafkaFetchLag   = desc("kafka_fetch_lag_messages", "High-water mark minus the next offset to fetch: what is not fetched yet.", lGroup, lTopic, lPartition)
 	kafkaCommitted  = desc("kafka_committed_offset", "The offset the broker last accepted for the group; -1 when none.", lGroup, lTopic, lPartition)
-	kafkaHighWater  = desc("kafka_high_water_offset", "The partition's high-water mark: the latest fetch's, or the end offset listed every HighWaterInterval when higher.", lGroup, lTopic, lPartition)
+	kafkaHighWater  = desc("kafka_high_water_offset", "The partition's high-water mark, or for a reader of committed records its last stable offset where its client reports it: the latest fetch's, or the end offset listed every HighWaterInterval when higher.", lGroup, lTopic, lPartition)
 	kafkaInFlight   = desc("kafka_in_flight_messages", "Records delivered to the pipeline whose outcome has not reached the claim.", lGroup, lTopic, lPartition)
 	kafkaFailedPast = desc("kafka_failed_committed_total", "Failed messages the failure policy commit committed past since the partition was claimed: they are not delivered again.", lGroup, lTopic, lPartition)
 	kafkaAssigned   = desc("kafka_assigned_partitions", "Partitions the group member claims.", lGroup, lStage)
