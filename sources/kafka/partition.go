@@ -39,10 +39,11 @@ type highWater interface{ HighWaterMarkOffset() int64 }
 // partition instead of the claim's own.
 type ownConsumer struct{ pc sarama.PartitionConsumer }
 
-// highWaterMark reads the partition's high-water mark from whichever
-// consumers read it, or read it last: a partition waiting out the backoff
-// before a redelivery has neither consumer fetching, and the claim's own
-// has been paused since the first rewind.
+// highWaterMark reads the partition's high-water mark, the end a reader of
+// uncommitted records reads up to, from whichever consumers read it, or
+// read it last: a partition waiting out the backoff before a redelivery
+// has neither consumer fetching, and the claim's own has been paused since
+// the first rewind.
 func (p *partition) highWaterMark() int64 {
 	hw := p.ownHW.Load()
 	if p.claimPC != nil {
@@ -53,6 +54,16 @@ func (p *partition) highWaterMark() int64 {
 	}
 	return hw
 }
+
+// readableEnd is, for a reader of committed records, the end it reads up
+// to as far as its fetches tell: the offset after the last record taken
+// from the client, every record fetched under read-committed lying below
+// the partition's last stable offset. The fetched high-water mark is not
+// it: it counts the records of transactions still open, which the reader
+// cannot read yet, and sarama's partition consumers expose no last stable
+// offset. Stats takes the end listed every HighWaterInterval (the last
+// stable offset, listed at the client's isolation level) when higher.
+func (p *partition) readableEnd() int64 { return p.Next.Load() }
 
 // pauser is what sarama's partition consumers (and so its group claims)
 // offer to stop and restart fetching one partition.
@@ -85,6 +96,10 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claimed sarama.C
 		return nil // released meanwhile, the member failed or drains
 	}
 	p := &partition{m: m, sess: sess, claimPC: claimed}
+	hw := p.highWaterMark // the end Stats counts the lag to, with the listed one
+	if m.client.Config().Consumer.IsolationLevel == sarama.ReadCommitted {
+		hw = p.readableEnd
+	}
 	topic, part := claimed.Topic(), claimed.Partition()
 	p.Claim = claim.New(claim.Config{
 		Topic:      topic,
@@ -102,7 +117,7 @@ func (m *member) consumeClaim(sess sarama.ConsumerGroupSession, claimed sarama.C
 			sess.MarkOffset(topic, part, next, "")
 			m.cm.Advanced(next)
 		},
-		HighWater: p.highWaterMark,
+		HighWater: hw,
 	})
 	if start < 0 {
 		start = 0

@@ -43,7 +43,12 @@ type MemberStats = claim.MemberStats
 //     record without knowing its offset;
 //   - HighWater, the partition's high-water mark: the latest fetch
 //     response's, or the end offset listed every Options.HighWaterInterval
-//     when higher, 0 before the first of either;
+//     when higher, 0 before the first of either. Under read-committed
+//     (Config.Consumer.IsolationLevel sarama.ReadCommitted) it is the end
+//     the reader reads up to instead: the listed last stable offset, or
+//     the offset after the last record fetched when higher, as the
+//     fetched high-water mark counts the records of transactions still
+//     open;
 //   - Lag, HighWater − Committed (the records a restart would read again
 //     or for the first time; while the group has no committed offset,
 //     HighWater − the offset the claim started at, or the first record it

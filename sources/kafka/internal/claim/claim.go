@@ -42,9 +42,10 @@ type Config struct {
 	// OnAdvance, when set, is called (under the claim's lock) with the new
 	// end of the handled prefix each time it advances.
 	OnAdvance func(next int64)
-	// HighWater, when set, reads the partition's high-water mark from the
-	// client's latest fetch for Stats (which also takes the end offset
-	// NoteHighWater was last given, when higher).
+	// HighWater, when set, reads the partition's end from the client's
+	// fetches for Stats (which also takes the end offset NoteHighWater was
+	// last given, when higher): the latest fetch's high-water mark, or for
+	// a reader of committed records the end it reads up to.
 	HighWater func() int64
 }
 

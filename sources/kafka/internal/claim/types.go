@@ -191,11 +191,13 @@ type PartitionStats struct {
 	// newest record without knowing its offset.
 	Next int64
 	// HighWater is the partition's high-water mark (the offset the next
-	// produced record gets), or for a reader of committed records its last
-	// stable offset where the client tells it (the records of a
-	// transaction still open are not readable yet): the latest fetch
-	// response's, or the end offset the member last listed when higher
-	// (Claim.NoteHighWater); 0 before the first of either.
+	// produced record gets), or for a reader of committed records the end
+	// it reads up to, its last stable offset (the records of a transaction
+	// still open are not readable yet): the latest fetch response's (for a
+	// reader of committed records whose client tells no last stable
+	// offset, the offset after the last record fetched), or the end offset
+	// the member last listed when higher (Claim.NoteHighWater); 0 before
+	// the first of either.
 	HighWater int64
 	// Lag is HighWater − Committed: the records a restart would read
 	// again or for the first time; while the group has no committed
