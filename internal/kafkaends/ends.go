@@ -80,9 +80,12 @@ type Lines struct {
 
 // Lister lists the log ends of partitions: one ListOffsets request per
 // leader, the leaders at once, on connections of its own, kept from one
-// listing to the next and cut when a listing's context ends. sarama's own
-// requests take no context, and an answer they wait for holds the
-// broker's connection, which the client's other requests share.
+// listing to the next (a request that fails on a kept one is sent once
+// more on a new one: a broker closes a connection idle past its
+// connections.max.idle.ms) and cut when a listing's context ends.
+// sarama's own requests take no context, and an answer they wait for
+// holds the broker's connection, which the client's other requests
+// share.
 //
 // A partition's leader is the one the listings learned: a listing asks
 // for the metadata of the topics of the partitions whose leader it does
@@ -206,7 +209,9 @@ func (l *Lister) List(ctx context.Context, read []Partition) map[Partition]int64
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	failed := make(map[string]bool)
+	renewed := make(map[string]*sarama.Broker)
 	for addr, ks := range byLeader {
+		kept := l.brokers[addr] != nil
 		b, err := l.open(addr)
 		if err != nil {
 			l.debug(l.Lines.Broker, slog.String("broker", addr), slog.Any("error", l.clean(err)))
@@ -217,6 +222,19 @@ func (l *Lister) List(ctx context.Context, read []Partition) map[Partition]int64
 		}
 		wg.Go(func() {
 			resp, err := b.GetAvailableOffsets(l.request(ks))
+			if err != nil && kept && ctx.Err() == nil {
+				// The connection, idle since the listing before, may
+				// have ended meanwhile (a broker closes one idle past
+				// its connections.max.idle.ms): once more on a new one.
+				_ = b.Close()
+				b = sarama.NewBroker(addr)
+				if err = b.Open(l.cfg); err == nil {
+					resp, err = b.GetAvailableOffsets(l.request(ks))
+				}
+				mu.Lock()
+				renewed[addr] = b
+				mu.Unlock()
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -245,6 +263,7 @@ func (l *Lister) List(ctx context.Context, read []Partition) map[Partition]int64
 		})
 	}
 	wg.Wait()
+	maps.Copy(l.brokers, renewed)
 	for addr := range failed {
 		l.drop(addr)
 	}
@@ -299,8 +318,9 @@ func (l *Lister) drop(addr string) {
 }
 
 // lookUp asks one broker, of those the listing is connected to, else of
-// those the client knows, for the metadata of topics within ctx, keeps
-// the leaders it names for their partitions, and logs its failure.
+// those the client knows (on a new connection), for the metadata of
+// topics within ctx, keeps the leaders it names for their partitions,
+// and logs its failure.
 func (l *Lister) lookUp(ctx context.Context, topics []string) error {
 	slices.Sort(topics)
 	err := l.ask(ctx, topics)
@@ -313,11 +333,12 @@ func (l *Lister) lookUp(ctx context.Context, topics []string) error {
 // ask is lookUp's request: it keeps the leaders of the answer, or
 // returns why it had none.
 func (l *Lister) ask(ctx context.Context, topics []string) error {
+	// A connection kept from the listing before may have ended
+	// meanwhile (a broker closes one idle past its
+	// connections.max.idle.ms): its broker is asked again on a new one.
 	addrs := slices.Sorted(maps.Keys(l.brokers))
 	for _, b := range l.Client.Brokers() {
-		if l.brokers[b.Addr()] == nil {
-			addrs = append(addrs, b.Addr())
-		}
+		addrs = append(addrs, b.Addr())
 	}
 	var err error
 	for _, addr := range addrs {

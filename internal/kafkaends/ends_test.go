@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -181,5 +183,80 @@ func TestListingAsksForTheEndAReaderOfItsIsolationLevelReadsUpTo(t *testing.T) {
 	}
 	if got := uncommitted.List(t.Context(), read); got[read[0]] != n+open {
 		t.Errorf("List read uncommitted with a transaction of %d records open after %d = %v, want the end %d (the high-water mark)", open, n, got, n+open)
+	}
+}
+
+// deadDialer dials as net.Dialer does and keeps the connections it made,
+// so that a test can end them as a broker or a network does with an idle
+// connection.
+type deadDialer struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (d *deadDialer) Dial(network, addr string) (net.Conn, error) {
+	c, err := net.Dial(network, addr)
+	if err == nil {
+		d.mu.Lock()
+		d.conns = append(d.conns, c)
+		d.mu.Unlock()
+	}
+	return c, err
+}
+
+// endAll ends every connection made so far.
+func (d *deadDialer) endAll() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, c := range d.conns {
+		_ = c.Close()
+	}
+	d.conns = nil
+}
+
+// Guarantee: a listing whose connection kept from the listing before has
+// ended meanwhile (a broker closes a connection idle longer than its
+// connections.max.idle.ms, ten minutes by default, less than a
+// HighWaterInterval may be) lists the ends on a new connection, rather
+// than failing each listing whose interval outlasts the broker's idle
+// limit.
+func TestListingListsOnANewConnectionWhenTheKeptOneEnded(t *testing.T) {
+	_, l := listerOf(t, "idle")
+	var d deadDialer
+	cfg := *l.Client.Config()
+	cfg.Net.Proxy.Enable, cfg.Net.Proxy.Dialer = true, &d
+	l.Conns = kafkaconn.New(&cfg)
+	read := []Partition{{Topic: "idle", Part: 0}}
+	if got := l.List(t.Context(), read); got[read[0]] != n {
+		t.Fatalf("first List = %v, want the end %d", got, n)
+	}
+	d.endAll()
+	if got := l.List(t.Context(), read); got[read[0]] != n {
+		t.Errorf("List after its kept connections ended = %v, want the end %d", got, n)
+	}
+}
+
+// Guarantee: a listing that looks up the leader of a partition newly
+// read while the connections kept from the listing before have ended
+// meanwhile (a broker closes those idle past its limit) looks it up on a
+// new connection, and lists the partition's end.
+func TestListingLooksUpALeaderOnANewConnectionWhenTheKeptOnesEnded(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "idle", "later"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	l := newLister(t, c, sarama.ReadUncommitted)
+	var d deadDialer
+	cfg := *l.Client.Config()
+	cfg.Net.Proxy.Enable, cfg.Net.Proxy.Dialer = true, &d
+	l.Conns = kafkaconn.New(&cfg)
+	idle, later := Partition{Topic: "idle", Part: 0}, Partition{Topic: "later", Part: 0}
+	if got := l.List(t.Context(), []Partition{idle}); len(got) != 1 {
+		t.Fatalf("first List = %v, want the end of %v", got, idle)
+	}
+	d.endAll()
+	if got := l.List(t.Context(), []Partition{idle, later}); len(got) != 2 {
+		t.Errorf("List of a partition newly read after the kept connections ended = %v, want the ends of %v and %v", got, idle, later)
 	}
 }
