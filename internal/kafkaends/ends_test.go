@@ -66,10 +66,10 @@ func newLister(t *testing.T, c *kfake.Cluster, level sarama.IsolationLevel) *Lis
 }
 
 // Guarantee: once a partition's leader moves to another broker, the
-// listing that finds the old leader no longer leading it has the client
-// refresh the topic's metadata, so the next listing asks the new leader
-// and lists the partition's end again (rather than failing until the
-// client's periodic metadata refresh).
+// listing that finds the old leader no longer leading it asks for the
+// topic's metadata on its own connections, so the next listing asks the
+// new leader and lists the partition's end again (rather than failing
+// until the client's periodic metadata refresh).
 func TestListingReachesAPartitionsNewLeaderAfterItMoves(t *testing.T) {
 	// The first listing after the move may go to the old leader, which
 	// answers NOT_LEADER_FOR_PARTITION; the one after must reach the new.
@@ -105,9 +105,9 @@ func listsAfterTheLeaderMoves(t *testing.T, topicName string, before func(c *kfa
 
 // Guarantee: once a partition's leader stops answering (its connections
 // dropped, as a broker gone away) and its leadership moves to another
-// broker, the listing whose request to it fails has the client refresh
-// the topic's metadata, so a later listing asks the new leader and lists
-// the partition's end again.
+// broker, the listing whose request to it fails asks for the topic's
+// metadata on its own connections, so a later listing asks the new
+// leader and lists the partition's end again.
 func TestListingReachesAPartitionsNewLeaderAfterItsLeaderStopsAnswering(t *testing.T) {
 	// The first listing after the move goes to the old leader, whose
 	// connection drops; the one after must reach the new.

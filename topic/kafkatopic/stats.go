@@ -218,7 +218,7 @@ func (b *Backend[T]) listEnds(stop <-chan struct{}) {
 		NoLeader:  "kafkatopic: the leader of a partition read is unknown; its log end is not listed",
 		Broker:    "kafkatopic: listing the log ends of partitions read failed",
 		Partition: "kafkatopic: listing the log end of a partition read failed",
-		Lookup:    "kafkatopic: refreshing the metadata of topics whose leaders moved failed",
+		Lookup:    "kafkatopic: looking up the leaders of partitions read failed",
 	}}
 	l.Run(&b.ends, b.opts.HighWaterInterval, b.readPartitions, stop)
 }

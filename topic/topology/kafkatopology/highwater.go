@@ -16,7 +16,7 @@ func (b *Backend[T]) listEnds(stop <-chan struct{}) {
 		NoLeader:  "kafkatopology: the leader of a partition read is unknown; its log end is not listed",
 		Broker:    "kafkatopology: listing the log ends of partitions read failed",
 		Partition: "kafkatopology: listing the log end of a partition read failed",
-		Lookup:    "kafkatopology: refreshing the metadata of topics whose leaders moved failed",
+		Lookup:    "kafkatopology: looking up the leaders of partitions read failed",
 	}}
 	l.Run(&b.ends, b.opts.HighWaterInterval, b.readPartitions, stop)
 }
