@@ -1,10 +1,11 @@
 // Package kafkaconn dials sarama's connections to the brokers through a set
 // that can cut them all at once: sarama waits for a broker's answer holding
 // the broker's lock, a wait bounded only by Net.ReadTimeout, and nothing
-// else interrupts it, so a Close that must return by its context's
-// deadline cuts the connections when the context ends. Probe checks, before
-// a client starts, that a bootstrap broker answers, within a timeout and a
-// context's deadline.
+// else interrupts it (nor a connection attempt, which holds that lock too,
+// up to Net.DialTimeout), so a Close that must return by its context's
+// deadline cuts the connections, and the attempts under way, when the
+// context ends. Probe checks, before a client starts, that a bootstrap
+// broker answers, within a timeout and a context's deadline.
 package kafkaconn
 
 import (
@@ -28,15 +29,29 @@ var ErrCut = errors.New("kafka: connections cut: closing past its deadline")
 // new dials, so that the last requests of a closing client (a leave, a
 // final commit) fail at once instead of connecting again.
 //
+// A dial under way when the set is cut ends at once, when the dialer takes
+// a context (a net.Dialer, a configured dialer with a DialContext method);
+// a configured dialer without one dials until it returns.
+//
 // sarama checks the socket of an idle connection for errors only when it
 // is a *net.TCPConn; through the set it learns of a dead connection from
 // its next request instead, and connects again.
 type Set struct {
-	dial func(network, addr string) (net.Conn, error)
+	dial    func(network, addr string) (net.Conn, error)
+	dialCtx func(ctx context.Context, network, addr string) (net.Conn, error) // used instead of dial when set
 
 	mu    sync.Mutex
 	cut   bool
 	conns map[*setConn]struct{}
+	// cutCtx ends when the set is cut (cancelCut); nil until a dial
+	// needs it.
+	cutCtx    context.Context
+	cancelCut context.CancelFunc
+}
+
+// contextDialer is a dialer that takes a context.
+type contextDialer interface {
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // New returns a set that dials as cfg says; cfg's own dialer, if any, is
@@ -45,9 +60,12 @@ func New(cfg *sarama.Config) *Set {
 	s := &Set{conns: map[*setConn]struct{}{}}
 	if cfg.Net.Proxy.Enable && cfg.Net.Proxy.Dialer != nil {
 		s.dial = cfg.Net.Proxy.Dialer.Dial
+		if d, ok := cfg.Net.Proxy.Dialer.(contextDialer); ok {
+			s.dialCtx = d.DialContext
+		}
 	} else {
 		d := &net.Dialer{Timeout: cfg.Net.DialTimeout, KeepAlive: cfg.Net.KeepAlive, LocalAddr: cfg.Net.LocalAddr}
-		s.dial = d.Dial
+		s.dial, s.dialCtx = d.Dial, d.DialContext
 	}
 	return s
 }
@@ -59,7 +77,7 @@ func New(cfg *sarama.Config) *Set {
 // retry backoffs are cfg's until the child is cut, and zero after (see
 // SkipBackoffsOnceCut).
 func (s *Set) Child(cfg *sarama.Config) (*sarama.Config, *Set) {
-	c := &Set{dial: s.Dial, conns: map[*setConn]struct{}{}}
+	c := &Set{dial: s.Dial, dialCtx: s.DialContext, conns: map[*setConn]struct{}{}}
 	cp := *cfg
 	c.Use(&cp)
 	c.SkipBackoffsOnceCut(&cp)
@@ -109,11 +127,29 @@ func (s *Set) Use(cfg *sarama.Config) {
 
 // Dial implements the dialer sarama takes in Net.Proxy.Dialer.
 func (s *Set) Dial(network, addr string) (net.Conn, error) {
+	return s.DialContext(context.Background(), network, addr)
+}
+
+// DialContext is Dial within ctx.
+func (s *Set) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	if s.isCut() {
 		return nil, ErrCut
 	}
-	c, err := s.dial(network, addr)
+	var c net.Conn
+	var err error
+	if s.dialCtx != nil {
+		dctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(s.cutContext(), cancel)
+		c, err = s.dialCtx(dctx, network, addr)
+		stop()
+		cancel()
+	} else {
+		c, err = s.dial(network, addr)
+	}
 	if err != nil {
+		if s.isCut() {
+			return nil, fmt.Errorf("%w: %w", ErrCut, err)
+		}
 		return nil, err
 	}
 	sc := &setConn{Conn: c, set: s}
@@ -127,6 +163,19 @@ func (s *Set) Dial(network, addr string) (net.Conn, error) {
 	return sc, nil
 }
 
+// cutContext returns a context that ends when s is cut.
+func (s *Set) cutContext() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cutCtx == nil {
+		s.cutCtx, s.cancelCut = context.WithCancel(context.Background())
+		if s.cut {
+			s.cancelCut()
+		}
+	}
+	return s.cutCtx
+}
+
 func (s *Set) isCut() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -137,6 +186,9 @@ func (s *Set) isCut() bool {
 func (s *Set) Cut() {
 	s.mu.Lock()
 	s.cut = true
+	if s.cancelCut != nil {
+		s.cancelCut()
+	}
 	cs := make([]*setConn, 0, len(s.conns))
 	for c := range s.conns {
 		cs = append(cs, c)

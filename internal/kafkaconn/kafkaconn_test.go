@@ -1,6 +1,7 @@
 package kafkaconn
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -272,5 +273,62 @@ func TestAConnectionOfAChildCutWithItsParentSaysItWasCutOnce(t *testing.T) {
 	}
 	if _, err := c.Read(make([]byte, 1)); !errors.Is(err, ErrCut) || strings.Count(err.Error(), ErrCut.Error()) != 1 {
 		t.Fatalf("a read on a connection of a child cut with its parent = %v; want the closed connection's error, wrapped with ErrCut once", err)
+	}
+}
+
+// hangingDialer connects nowhere: a dial waits until its context ends (as
+// one to a broker whose address drops the connection attempt waits for
+// Net.DialTimeout), or until release is closed.
+type hangingDialer struct {
+	started chan struct{} // takes one value as each dial starts
+	release chan struct{}
+}
+
+func (d *hangingDialer) Dial(network, addr string) (net.Conn, error) {
+	return d.DialContext(context.Background(), network, addr)
+}
+
+func (d *hangingDialer) DialContext(ctx context.Context, _, _ string) (net.Conn, error) {
+	d.started <- struct{}{}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-d.release:
+		return nil, errors.New("released")
+	}
+}
+
+// Guarantee: a dial under way as its set, or the set that set is a child
+// of, is cut fails at once with ErrCut, when the dialer the set wraps
+// takes a context (net.Dialer does): a broker that leaves the connection
+// attempt unanswered holds no cut request, nor the Close waiting for it,
+// until Net.DialTimeout.
+func TestADialUnderWayEndsWhenItsSetIsCut(t *testing.T) {
+	for _, cutParent := range []bool{false, true} {
+		d := &hangingDialer{started: make(chan struct{}, 1), release: make(chan struct{})}
+		t.Cleanup(func() { close(d.release) })
+		cfg := sarama.NewConfig()
+		cfg.Net.Proxy.Enable, cfg.Net.Proxy.Dialer = true, d
+		parent := New(cfg)
+		_, child := parent.Child(cfg)
+		dialed := make(chan error, 1)
+		go func() {
+			_, err := child.Dial("tcp", "broker:9092")
+			dialed <- err
+		}()
+		<-d.started
+		if cutParent {
+			parent.Cut()
+		} else {
+			child.Cut()
+		}
+		select {
+		case err := <-dialed:
+			if !errors.Is(err, ErrCut) {
+				t.Errorf("a dial under way as its set was cut (the parent: %t) = %v, want ErrCut", cutParent, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("a dial under way as its set was cut (the parent: %t) still runs 10s later", cutParent)
+		}
 	}
 }
