@@ -121,6 +121,10 @@ type Lister struct {
 	conns   *kafkaconn.Set            // nil until the first listing, and after a cut
 	brokers map[string]*sarama.Broker // by address, open on conns
 	leaders map[Partition]string      // leaders' addresses learned, by partition read
+	// topicErrs are the errors the last metadata answered for topics
+	// (one that does not exist, or that the client may not describe),
+	// by topic: why their partitions have no leader.
+	topicErrs map[string]error
 }
 
 // Run lists the log ends of the partitions read returns into ends every
@@ -175,10 +179,12 @@ func (l *Lister) List(ctx context.Context, read []Partition) map[Partition]int64
 		}
 	}()
 	isRead := make(map[Partition]bool, len(read))
+	topicRead := make(map[string]bool)
 	for _, k := range read {
-		isRead[k] = true
+		isRead[k], topicRead[k.Topic] = true, true
 	}
 	maps.DeleteFunc(l.leaders, func(k Partition, _ string) bool { return !isRead[k] })
+	maps.DeleteFunc(l.topicErrs, func(topic string, _ error) bool { return !topicRead[topic] })
 	var unknown []string // topics of partitions whose leader is not known
 	for _, k := range read {
 		if _, ok := l.leaders[k]; !ok && !slices.Contains(unknown, k.Topic) {
@@ -194,7 +200,7 @@ func (l *Lister) List(ctx context.Context, read []Partition) map[Partition]int64
 		addr, ok := l.leaders[k]
 		if !ok {
 			l.debug(l.Lines.NoLeader, slog.String("topic", k.Topic), slog.Int("partition", int(k.Part)),
-				slog.Any("error", l.clean(cmp.Or(lookupErr, error(sarama.ErrLeaderNotAvailable)))))
+				slog.Any("error", l.clean(cmp.Or(lookupErr, l.topicErrs[k.Topic], error(sarama.ErrLeaderNotAvailable)))))
 			continue
 		}
 		byLeader[addr] = append(byLeader[addr], k)
@@ -369,7 +375,8 @@ func (l *Lister) ask(ctx context.Context, topics []string) error {
 }
 
 // learn keeps the leaders resp names for the partitions of its topics,
-// and forgets those of the partitions it names none for.
+// and forgets those of the partitions it names none for; it keeps the
+// errors it answers for topics.
 func (l *Lister) learn(resp *sarama.MetadataResponse) {
 	addrs := make(map[int32]string, len(resp.Brokers))
 	for _, b := range resp.Brokers {
@@ -378,7 +385,15 @@ func (l *Lister) learn(resp *sarama.MetadataResponse) {
 	if l.leaders == nil {
 		l.leaders = make(map[Partition]string)
 	}
+	if l.topicErrs == nil {
+		l.topicErrs = make(map[string]error)
+	}
 	for _, t := range resp.Topics {
+		if errors.Is(t.Err, sarama.ErrNoError) {
+			delete(l.topicErrs, t.Name)
+		} else {
+			l.topicErrs[t.Name] = t.Err
+		}
 		for _, p := range t.Partitions {
 			k := Partition{t.Name, p.ID}
 			if addr, ok := addrs[p.Leader]; ok && errors.Is(p.Err, sarama.ErrNoError) {

@@ -1,11 +1,13 @@
 package kafkaends
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -258,5 +260,25 @@ func TestListingLooksUpALeaderOnANewConnectionWhenTheKeptOnesEnded(t *testing.T)
 	d.endAll()
 	if got := l.List(t.Context(), []Partition{idle, later}); len(got) != 2 {
 		t.Errorf("List of a partition newly read after the kept connections ended = %v, want the ends of %v and %v", got, idle, later)
+	}
+}
+
+// Guarantee: the DEBUG line of a partition read whose leader is not known
+// gives the error the metadata answered for its topic (a topic that does
+// not exist, or that the client may not describe), not one the cluster
+// did not give.
+func TestAPartitionWithNoLeaderIsLoggedWithItsTopicsError(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	l := newLister(t, c, sarama.ReadUncommitted)
+	var buf bytes.Buffer
+	l.Log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	l.Lines.NoLeader = "no leader"
+	l.List(t.Context(), []Partition{{Topic: "absent", Part: 0}})
+	if want := sarama.ErrUnknownTopicOrPartition.Error(); !strings.Contains(buf.String(), want) {
+		t.Errorf("listing a partition of a topic that does not exist logged:\n%s\nwant its error %q", buf.String(), want)
 	}
 }
