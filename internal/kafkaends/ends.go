@@ -78,6 +78,18 @@ type Lines struct {
 	Lookup string
 }
 
+// ReaderLines are the Lines of a backend that lists the log ends of the
+// partitions its readers read, each message beginning with prefix (the
+// backend's name and a colon: "kafkatopic: ").
+func ReaderLines(prefix string) Lines {
+	return Lines{
+		NoLeader:  prefix + "the leader of a partition read is unknown; its log end is not listed",
+		Broker:    prefix + "listing the log ends of partitions read failed",
+		Partition: prefix + "listing the log end of a partition read failed",
+		Lookup:    prefix + "looking up the leaders of partitions read failed",
+	}
+}
+
 // Lister lists the log ends of partitions: one ListOffsets request per
 // leader, the leaders at once, on connections of its own, kept from one
 // listing to the next (a request that fails on a kept one is sent once

@@ -214,12 +214,7 @@ func sortPartitions(parts []topic.PartitionStats) {
 // once Close has closed the topics (stop), so a cluster that does not
 // answer holds neither the listing nor Close.
 func (b *Backend[T]) listEnds(stop <-chan struct{}) {
-	l := &kafkaends.Lister{Client: b.client, Conns: b.conns, Log: b.log, Clean: b.red.Err, Lines: kafkaends.Lines{
-		NoLeader:  "kafkatopic: the leader of a partition read is unknown; its log end is not listed",
-		Broker:    "kafkatopic: listing the log ends of partitions read failed",
-		Partition: "kafkatopic: listing the log end of a partition read failed",
-		Lookup:    "kafkatopic: looking up the leaders of partitions read failed",
-	}}
+	l := &kafkaends.Lister{Client: b.client, Conns: b.conns, Log: b.log, Clean: b.red.Err, Lines: kafkaends.ReaderLines("kafkatopic: ")}
 	l.Run(&b.ends, b.opts.HighWaterInterval, b.readPartitions, stop)
 }
 

@@ -12,12 +12,7 @@ import "github.com/boulevard-go/boulevard/internal/kafkaends"
 // as Close begins (stop), so a cluster that does not answer holds neither
 // the listing nor Close.
 func (b *Backend[T]) listEnds(stop <-chan struct{}) {
-	l := &kafkaends.Lister{Client: b.client, Conns: b.conns, Log: b.log, Clean: b.red.Err, Lines: kafkaends.Lines{
-		NoLeader:  "kafkatopology: the leader of a partition read is unknown; its log end is not listed",
-		Broker:    "kafkatopology: listing the log ends of partitions read failed",
-		Partition: "kafkatopology: listing the log end of a partition read failed",
-		Lookup:    "kafkatopology: looking up the leaders of partitions read failed",
-	}}
+	l := &kafkaends.Lister{Client: b.client, Conns: b.conns, Log: b.log, Clean: b.red.Err, Lines: kafkaends.ReaderLines("kafkatopology: ")}
 	l.Run(&b.ends, b.opts.HighWaterInterval, b.readPartitions, stop)
 }
 
