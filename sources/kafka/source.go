@@ -621,7 +621,12 @@ func (m *member) noteSessionFailed(err error) { m.reach.SaramaSessionFailed(m.sr
 // is logged at WARN, a claim's fetch errors as runs of failures
 // (claim.Member.FetchFailed: one line when a run begins, repeats at
 // growing intervals, one INFO line when its partitions read again), as
-// sarama fetches again after each. Between two sessions it answers loop's
+// sarama fetches again after each. sarama forwards a claim's errors to
+// the group's channel on a goroutine of its own, and a ConsumerError
+// tells nothing of when its fetch was made: an error of a fetch made
+// before records the claim then delivered can come after them, and then
+// begins a run that the partition's next records end (see
+// docs/kafka.md, Logging). Between two sessions it answers loop's
 // seenErrors once it has handled every error queued.
 func (m *member) logErrors() {
 	errs := m.group.Errors()
