@@ -106,7 +106,9 @@ func TestRunFailsWhenAFetchIsAnsweredWithAnErrorNotToRetry(t *testing.T) {
 // every error it does not retry itself) is fetched again, with either
 // client: the member does not fail, every record is delivered once the
 // cluster answers, and the run of failed fetches is logged on one WARN
-// line, not one per fetch.
+// line, not one per fetch (with sarama, at most one more: a refusal's
+// error forwarded after the records fetched next begins a run of its
+// own).
 func TestFetchRefusedForNowIsRetriedWithOneLogLine(t *testing.T) {
 	eachClient(t, func(t *testing.T, cl client) {
 		const refusals = 6
@@ -121,8 +123,15 @@ func TestFetchRefusedForNowIsRetriedWithOneLogLine(t *testing.T) {
 			t.Fatalf("the fetch was refused %d times, want %d", n, refusals)
 		}
 		expectRunning(t, done, "after fetches refused with a passing error")
-		if n := logs.Count(slog.LevelWarn, "kafka consumer error"); n != 1 {
-			t.Fatalf("%d WARN lines for %d refused fetches, want 1", n, refusals)
+		// sarama forwards a claim's errors on a goroutine of its own: the
+		// last refusal's may come after the records fetched next, and
+		// begin one run more (docs/kafka.md, Logging).
+		most := 1
+		if cl.name == saramaClient.name {
+			most = 2
+		}
+		if n := logs.Count(slog.LevelWarn, "kafka consumer error"); n < 1 || n > most {
+			t.Fatalf("%d WARN lines for %d refused fetches, want 1 (at most %d)", n, refusals, most)
 		}
 	})
 }
