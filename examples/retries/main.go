@@ -6,7 +6,9 @@
 // while other accounts carry on. Then it plays the operator: it reads the
 // ledger's DLQ through a pipeline, and replays the dead order (a dry run
 // first) once the bug that killed it is fixed. It prints what went where
-// and exits, in about three seconds.
+// and exits, in about three seconds. Ctrl-C (or SIGTERM) before then
+// stops it with status 1 and an error saying what it was waiting for and
+// how far that had got.
 //
 //	go run ./examples/retries [-v] [-http 127.0.0.1:2116 [-linger]]
 package main

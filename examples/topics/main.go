@@ -8,7 +8,9 @@
 // ingest's source learns an order's outcome only once archive and fraud
 // have both handled it; when fraud rejects an order, the rejection travels
 // back through audit, enrich and orders to ingest's source, with fraud's
-// reason. It prints what happened and exits.
+// reason. It prints what happened and exits. Ctrl-C (or SIGTERM) before
+// the report stops it with status 1 and an error saying how many of the
+// orders' outcomes were in.
 //
 //	go run ./examples/topics [-orders 12] [-v] [-http 127.0.0.1:2115 [-linger]]
 package main
