@@ -387,8 +387,9 @@ func (l *Lister) ask(ctx context.Context, topics []string) error {
 }
 
 // learn keeps the leaders resp names for the partitions of its topics,
-// and forgets those of the partitions it names none for; it keeps the
-// errors it answers for topics.
+// and forgets those of the partitions of its topics it names none for
+// (all of a topic it answers an error for: one deleted, or that the
+// client may not describe); it keeps the errors it answers for topics.
 func (l *Lister) learn(resp *sarama.MetadataResponse) {
 	addrs := make(map[int32]string, len(resp.Brokers))
 	for _, b := range resp.Brokers {
@@ -406,12 +407,10 @@ func (l *Lister) learn(resp *sarama.MetadataResponse) {
 		} else {
 			l.topicErrs[t.Name] = t.Err
 		}
+		maps.DeleteFunc(l.leaders, func(k Partition, _ string) bool { return k.Topic == t.Name })
 		for _, p := range t.Partitions {
-			k := Partition{t.Name, p.ID}
 			if addr, ok := addrs[p.Leader]; ok && errors.Is(p.Err, sarama.ErrNoError) {
-				l.leaders[k] = addr
-			} else {
-				delete(l.leaders, k)
+				l.leaders[Partition{t.Name, p.ID}] = addr
 			}
 		}
 	}

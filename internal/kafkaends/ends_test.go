@@ -282,3 +282,35 @@ func TestAPartitionWithNoLeaderIsLoggedWithItsTopicsError(t *testing.T) {
 		t.Errorf("listing a partition of a topic that does not exist logged:\n%s\nwant its error %q", buf.String(), want)
 	}
 }
+
+// Guarantee: once the metadata answers an error for a topic read (one
+// deleted, or that the client may no longer describe), the leaders
+// learned for its partitions are forgotten: the next listing looks the
+// topic up again, and logs its partitions as having no leader with the
+// topic's error, instead of asking the broker that led them.
+func TestATopicsErrorForgetsTheLeadersLearnedForItsPartitions(t *testing.T) {
+	c, l := listerOf(t, "deleted")
+	var buf bytes.Buffer
+	l.Log = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	l.Lines.NoLeader = "no leader"
+	read := []Partition{{Topic: "deleted", Part: 0}}
+	if got := l.List(t.Context(), read); got[read[0]] != n {
+		t.Fatalf("List before the topic is deleted = %v, want the end %d", got, n)
+	}
+	if err := c.DeleteTopic("deleted"); err != nil {
+		t.Fatal(err)
+	}
+	// The leader answers that it knows no such partition: the listing
+	// looks the topic up, and the metadata answers the topic's error.
+	l.List(t.Context(), read)
+	asked := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Observe: true, Count: -1})
+	defer asked.Remove()
+	buf.Reset()
+	l.List(t.Context(), read)
+	if hits := asked.Hits(); hits != 0 {
+		t.Errorf("a listing after the metadata answered the topic's error asked a broker for its partition's end %d times, want none", hits)
+	}
+	if want := sarama.ErrUnknownTopicOrPartition.Error(); !strings.Contains(buf.String(), "no leader") || !strings.Contains(buf.String(), want) {
+		t.Errorf("a listing after the metadata answered the topic's error logged:\n%s\nwant the partition's leader unknown, with the topic's error %q", buf.String(), want)
+	}
+}
