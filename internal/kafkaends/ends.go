@@ -94,7 +94,8 @@ func ReaderLines(prefix string) Lines {
 // leader, the leaders at once, on connections of its own, kept from one
 // listing to the next (a request that fails on a kept one is sent once
 // more on a new one: a broker closes a connection idle past its
-// connections.max.idle.ms) and cut when a listing's context ends.
+// connections.max.idle.ms), closed by a listing of no partitions, and
+// cut when a listing's context ends.
 // sarama's own requests take no context, and an answer they wait for
 // holds the broker's connection, which the client's other requests
 // share.
@@ -174,10 +175,12 @@ func (l *Lister) Run(ends *Ends, interval time.Duration, read func() []Partition
 // List asks the leaders of the partitions read for their log ends within
 // ctx, and returns the ends it had; a failure is logged at DEBUG and
 // leaves its partitions out. The listing's connections are cut when ctx
-// ends, and the next listing connects again.
+// ends, and the next listing connects again; a listing of no partitions
+// closes them.
 func (l *Lister) List(ctx context.Context, read []Partition) map[Partition]int64 {
 	got := map[Partition]int64{}
 	if len(read) == 0 {
+		l.Close() // nothing read: no connection is held until something is
 		return got
 	}
 	if l.conns == nil {

@@ -314,3 +314,22 @@ func TestATopicsErrorForgetsTheLeadersLearnedForItsPartitions(t *testing.T) {
 		t.Errorf("a listing after the metadata answered the topic's error logged:\n%s\nwant the partition's leader unknown, with the topic's error %q", buf.String(), want)
 	}
 }
+
+// Guarantee: a listing of no partitions (the readers all gone, a member
+// that claims none) closes the connections the listings before kept,
+// rather than holding one to each former leader for as long as nothing
+// is read.
+func TestAListingOfNoPartitionsClosesTheConnectionsKept(t *testing.T) {
+	_, l := listerOf(t, "left")
+	read := []Partition{{Topic: "left", Part: 0}}
+	if got := l.List(t.Context(), read); got[read[0]] != n {
+		t.Fatalf("List = %v, want the end %d", got, n)
+	}
+	if l.Conns.Len() == 0 {
+		t.Fatal("a listing kept no connection for the next")
+	}
+	l.List(t.Context(), nil)
+	if open := l.Conns.Len(); open != 0 {
+		t.Errorf("a listing of no partitions left %d connections open, want none", open)
+	}
+}

@@ -13,9 +13,10 @@ import (
 // request per leader, on connections of its own within the member's, cut
 // when a listing's context ends (its timeout, the member's Close), the
 // leaders looked up on those connections, within the listing's context,
-// when unknown or found stale. A member whose handlers are stuck fetches
-// nothing, and nothing else would refresh the client's metadata before
-// its periodic refresh (Metadata.RefreshFrequency).
+// when unknown or found stale; a listing of no claims closes them. A
+// member whose handlers are stuck fetches nothing, and nothing else
+// would refresh the client's metadata before its periodic refresh
+// (Metadata.RefreshFrequency).
 func (m *member) listHighWaters() {
 	l := &kafkaends.Lister{Client: m.client, Conns: m.conns, Log: m.log, Clean: flat,
 		Lines: kafkaends.Lines{Broker: "kafka end offsets not listed", Lookup: "kafka partition leaders not looked up"}}

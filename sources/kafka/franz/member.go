@@ -975,8 +975,13 @@ func readableEnd(level int8, ftp *kgo.FetchTopicPartition) int64 {
 // reads up to (read committed: the last stable offsets; uncommitted: the
 // high-water marks), listed through the commit client, outside the group,
 // which sends each broker one request for the partitions it leads. A
-// broker's failure leaves its partitions to the next listing.
+// broker's failure leaves its partitions to the next listing. With no
+// claims it asks nothing: the commit client holds its connections for
+// the commits anyway.
 func (m *member) listHighWaters(ctx context.Context, cs []*claim.Claim) {
+	if len(cs) == 0 {
+		return
+	}
 	tps := make([]topicPartition, len(cs))
 	byTP := make(map[topicPartition]*claim.Claim, len(cs))
 	for i, c := range cs {

@@ -446,7 +446,9 @@ const HighWaterTimeout = 5 * time.Second
 // ListHighWaters lists the end offsets (the high-water marks) of the
 // partitions of claims, all of one member, within ctx, and notes each it
 // learns (Claim.NoteHighWater). Its failures are its own to log, at DEBUG
-// at most: the next listing tries again.
+// at most: the next listing tries again. Called with no claims (the
+// member claims none), it lists nothing, and lets go of what it holds
+// for the listings (their connections) until the member claims some.
 type ListHighWaters func(ctx context.Context, claims []*Claim)
 
 // HighWaterLoop lists the end offsets of the member's claimed partitions
@@ -455,7 +457,8 @@ type ListHighWaters func(ctx context.Context, claims []*Claim)
 // wait to be delivered, so the high-water mark of its last fetch misses
 // what was produced since, and so does the lag counted from it: the
 // listed end offsets keep the lag growing while the handlers are slow or
-// stuck. It returns once the listing under way has.
+// stuck. While the member claims nothing, list is called with no claims
+// every interval. It returns once the listing under way has.
 func (m *Member) HighWaterLoop(ctx context.Context, interval time.Duration, list ListHighWaters) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -465,12 +468,8 @@ func (m *Member) HighWaterLoop(ctx context.Context, interval time.Duration, list
 		case <-ctx.Done():
 			return
 		}
-		cs := m.Claims()
-		if len(cs) == 0 {
-			continue
-		}
 		lctx, cancel := context.WithTimeout(ctx, HighWaterTimeout)
-		list(lctx, cs)
+		list(lctx, m.Claims())
 		cancel()
 	}
 }
