@@ -13,13 +13,21 @@ import (
 // request per leader, on connections of its own within the member's, cut
 // when a listing's context ends (its timeout, the member's Close), the
 // leaders looked up on those connections, within the listing's context,
-// when unknown or found stale; a listing of no claims closes them. A
+// when unknown or found stale; a listing of no claims closes them. Its
+// failures are logged at DEBUG as the Kafka topic and topology backends
+// log theirs: a line per listing for a broker's request or a lookup that
+// failed, and for each partition whose leader is unknown or whose end a
+// broker refused to list. A
 // member whose handlers are stuck fetches nothing, and nothing else
 // would refresh the client's metadata before its periodic refresh
 // (Metadata.RefreshFrequency).
 func (m *member) listHighWaters() {
-	l := &kafkaends.Lister{Client: m.client, Conns: m.conns, Log: m.log, Clean: flat,
-		Lines: kafkaends.Lines{Broker: "kafka end offsets not listed", Lookup: "kafka partition leaders not looked up"}}
+	l := &kafkaends.Lister{Client: m.client, Conns: m.conns, Log: m.log, Clean: flat, Lines: kafkaends.Lines{
+		NoLeader:  "kafka partition leader unknown; end offset not listed",
+		Broker:    "kafka end offsets not listed",
+		Partition: "kafka partition end offset not listed",
+		Lookup:    "kafka partition leaders not looked up",
+	}}
 	defer l.Close()
 	m.cm.HighWaterLoop(m.ctx, m.opts.HighWaterInterval, func(ctx context.Context, cs []*claim.Claim) {
 		read := make([]kafkaends.Partition, len(cs))

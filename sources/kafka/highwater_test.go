@@ -3,9 +3,12 @@ package kafka_test
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -133,5 +136,28 @@ func TestLagKeepsCountingAfterTheListedLeaderStopsAnswering(t *testing.T) {
 			ps, ok := partition()
 			return ok && ps.HighWater == before+after+last && ps.Lag == before+after+last
 		}, state)
+	})
+}
+
+// Guarantee: the sarama source logs, at DEBUG, a claimed partition whose
+// end offset a broker refused to list (a partition error), as the Kafka
+// topic and topology backends do: its lag stops counting the records
+// produced meanwhile, and the line says why.
+func TestSaramaSourceLogsAPartitionWhoseEndIsNotListed(t *testing.T) {
+	const parts = 1
+	c := newCluster(t, parts)
+	ends := produce(t, c, parts, 0, 5)
+	logs := logCapture{mu: &sync.Mutex{}, msgs: &[]string{}}
+	opts := sourceOptions(c, "g-end-refused")
+	opts.HighWaterInterval = 50 * time.Millisecond
+	opts.Logger = slog.New(logs)
+	l := newLedger()
+	p := startPipeline(t, pipelineOpts("end-refused", newSource(t, opts), 1, l, nil))
+	defer stopPipeline(t, p)
+	wait.Within(t, 20*time.Second, "every record", func() bool { return l.covers(ends) })
+	refused := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: testTopic, Err: kerr.KafkaStorageError, Count: -1})
+	defer refused.Remove()
+	wait.Within(t, 10*time.Second, "the partition whose end was refused logged", func() bool {
+		return logs.has("kafka partition end offset not listed")
 	})
 }
