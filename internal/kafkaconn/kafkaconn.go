@@ -29,9 +29,11 @@ var ErrCut = errors.New("kafka: connections cut: closing past its deadline")
 // new dials, so that the last requests of a closing client (a leave, a
 // final commit) fail at once instead of connecting again.
 //
-// A dial under way when the set is cut ends at once, when the dialer takes
-// a context (a net.Dialer, a configured dialer with a DialContext method);
-// a configured dialer without one dials until it returns.
+// A dial under way when the set is cut ends at once: with a dialer that
+// takes a context (a net.Dialer, a configured dialer with a DialContext
+// method) the dial is cancelled; a configured dialer without one is left
+// to return on a goroutine of its own, which closes the connection it
+// makes then.
 //
 // sarama checks the socket of an idle connection for errors only when it
 // is a *net.TCPConn; through the set it learns of a dead connection from
@@ -144,7 +146,7 @@ func (s *Set) DialContext(ctx context.Context, network, addr string) (net.Conn, 
 		stop()
 		cancel()
 	} else {
-		c, err = s.dial(network, addr)
+		c, err = s.dialAside(ctx, network, addr)
 	}
 	if err != nil {
 		if s.isCut() {
@@ -161,6 +163,38 @@ func (s *Set) DialContext(ctx context.Context, network, addr string) (net.Conn, 
 	}
 	s.conns[sc] = struct{}{}
 	return sc, nil
+}
+
+// dialAside dials with s.dial, which takes no context, on a goroutine of
+// its own, and returns what it returns, or ctx's error once ctx ends, or
+// ErrCut once s is cut, whichever comes first: the dial is then left to
+// return on its own, and the goroutine closes the connection it makes.
+func (s *Set) dialAside(ctx context.Context, network, addr string) (net.Conn, error) {
+	type dialed struct {
+		c   net.Conn
+		err error
+	}
+	got, gone := make(chan dialed), make(chan struct{})
+	go func() {
+		c, err := s.dial(network, addr)
+		select {
+		case got <- dialed{c, err}:
+		case <-gone:
+			if c != nil {
+				_ = c.Close()
+			}
+		}
+	}()
+	select {
+	case d := <-got:
+		return d.c, d.err
+	case <-ctx.Done():
+		close(gone)
+		return nil, ctx.Err()
+	case <-s.cutContext().Done():
+		close(gone)
+		return nil, ErrCut
+	}
 }
 
 // cutContext returns a context that ends when s is cut.

@@ -307,28 +307,40 @@ func TestADialUnderWayEndsWhenItsSetIsCut(t *testing.T) {
 	for _, cutParent := range []bool{false, true} {
 		d := &hangingDialer{started: make(chan struct{}, 1), release: make(chan struct{})}
 		t.Cleanup(func() { close(d.release) })
-		cfg := sarama.NewConfig()
-		cfg.Net.Proxy.Enable, cfg.Net.Proxy.Dialer = true, d
-		parent := New(cfg)
-		_, child := parent.Child(cfg)
-		dialed := make(chan error, 1)
-		go func() {
-			_, err := child.Dial("tcp", "broker:9092")
-			dialed <- err
-		}()
-		<-d.started
-		if cutParent {
-			parent.Cut()
-		} else {
-			child.Cut()
-		}
-		select {
-		case err := <-dialed:
-			if !errors.Is(err, ErrCut) {
-				t.Errorf("a dial under way as its set was cut (the parent: %t) = %v, want ErrCut", cutParent, err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("a dial under way as its set was cut (the parent: %t) still runs 10s later", cutParent)
-		}
+		cutDuringDial(t, d, d.started, cutParent)
 	}
+}
+
+// cutDuringDial dials through the child of a set that dials with d, cuts
+// the child, or its parent when cutParent, once started says the dial
+// began, and fails t unless the dial then fails with ErrCut within 10
+// seconds. It returns the two sets.
+func cutDuringDial(t *testing.T, d interface {
+	Dial(network, addr string) (net.Conn, error)
+}, started <-chan struct{}, cutParent bool) (parent, child *Set) {
+	t.Helper()
+	cfg := sarama.NewConfig()
+	cfg.Net.Proxy.Enable, cfg.Net.Proxy.Dialer = true, d
+	parent = New(cfg)
+	_, child = parent.Child(cfg)
+	dialed := make(chan error, 1)
+	go func() {
+		_, err := child.Dial("tcp", "broker:9092")
+		dialed <- err
+	}()
+	<-started
+	if cutParent {
+		parent.Cut()
+	} else {
+		child.Cut()
+	}
+	select {
+	case err := <-dialed:
+		if !errors.Is(err, ErrCut) {
+			t.Errorf("a dial under way as its set was cut (the parent: %t) = %v, want ErrCut", cutParent, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("a dial under way as its set was cut (the parent: %t) still runs 10s later", cutParent)
+	}
+	return parent, child
 }
