@@ -21,7 +21,8 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkaconn"
 )
 
-// Timeout bounds each listing of Run.
+// Timeout bounds each listing of Run, and each of a Kafka source
+// member's listings of the end offsets of its claimed partitions.
 const Timeout = 5 * time.Second
 
 // Partition is a partition of a topic.

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/boulevard-go/boulevard/internal/kafkaends"
 	"github.com/boulevard-go/boulevard/internal/logattr"
 	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/repeatlog"
@@ -440,8 +441,9 @@ func (m *Member) CommitLoop(interval time.Duration, done <-chan struct{}, commit
 	}
 }
 
-// HighWaterTimeout bounds each listing of HighWaterLoop.
-const HighWaterTimeout = 5 * time.Second
+// HighWaterTimeout bounds each listing of HighWaterLoop: the bound of a
+// listing of log ends, the Kafka topic and topology backends' too.
+const HighWaterTimeout = kafkaends.Timeout
 
 // ListHighWaters lists the end offsets (the high-water marks) of the
 // partitions of claims, all of one member, within ctx, and notes each it
