@@ -291,7 +291,7 @@ type partsRun[P Partition] struct {
 	run
 	key     alikeKey
 	failing map[P]struct{} // its partitions that have not delivered since
-	parts   int            // the partitions it had
+	had     map[P]struct{} // the partitions it had, each once
 }
 
 // PartitionsKey names the partitions of a run of fetch errors on the
@@ -370,7 +370,7 @@ func (ps *Fetches[P]) Fail(ctx context.Context, part P, err, cause error, attrs 
 		}
 		r = &partsRun[P]{run: run{since: now, ended: ps.Msg + " ended",
 			attrs: append(first, slog.Int("partition", int(num)), slog.Any("error", err))},
-			key: key, failing: map[P]struct{}{}}
+			key: key, failing: map[P]struct{}{}, had: map[P]struct{}{}}
 		ps.alike[key] = r
 	}
 	if old := ps.of[part]; old != r {
@@ -379,7 +379,7 @@ func (ps *Fetches[P]) Fail(ctx context.Context, part P, err, cause error, attrs 
 		}
 		ps.of[part] = r
 		r.failing[part] = struct{}{}
-		r.parts++
+		r.had[part] = struct{}{}
 		ps.n.Store(int32(len(ps.of)))
 	}
 	r.failures++
@@ -424,10 +424,11 @@ func (r *partsRun[P]) listed() slog.Attr {
 }
 
 // logEnd logs r's end line: the attributes of its first failure, SinceKey,
-// FailuresKey, the count of the partitions it had, and extra.
+// FailuresKey, the count of the partitions it had (each once, however
+// often it left the run and joined it again), and extra.
 func (r *partsRun[P]) logEnd(ctx context.Context, log *slog.Logger, extra ...slog.Attr) {
 	attrs := append(r.attrs[:len(r.attrs):len(r.attrs)], slog.Time(SinceKey, r.since), slog.Int(FailuresKey, r.failures),
-		slog.Int(PartitionsKey+logattr.CountEnding, r.parts))
+		slog.Int(PartitionsKey+logattr.CountEnding, len(r.had)))
 	attrs = append(attrs, extra...)
 	log.LogAttrs(ctx, slog.LevelInfo, r.ended, attrs...)
 }

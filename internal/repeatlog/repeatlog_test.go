@@ -441,3 +441,26 @@ func TestPartitionsLeavingTheConsumerLeaveTheirRunsWhichEndOnceWithTheReasonWhen
 		}
 	})
 }
+
+// Guarantee: the end line of a run of fetch errors counts the partitions
+// it had once each (partitions_count), however often one of them left
+// the run and joined it again while the others kept it going: by
+// fetching again and failing again, by leaving the consumer (Drop) and
+// coming back to fail again.
+func TestARunsEndCountsEachOfItsPartitionsOnce(t *testing.T) {
+	var lines logtest.Lines
+	fs := &repeatlog.Partitions{Msg: "pkg: fetch failed", Log: slog.New(slog.NewTextHandler(&lines, nil))}
+	ctx := context.Background()
+	fs.Fail(ctx, 0, errDown, nil)
+	fs.Fail(ctx, 1, errDown, nil)
+	fs.Fetched(ctx, 1)
+	fs.Fail(ctx, 1, errDown, nil)
+	fs.Drop(ctx, func(p int32) bool { return p == 1 })
+	fs.Fail(ctx, 1, errDown, nil)
+	fs.Fetched(ctx, 1)
+	fs.Fetched(ctx, 0)
+	got := lines.All()
+	if len(got) != 2 || !strings.Contains(got[1], "level=INFO") || !strings.Contains(got[1], " partitions_count=2") {
+		t.Fatalf("partitions 0 and 1 failing alike, 1 leaving and joining the run again twice, logged:\n%s\nwant one WARN line and one INFO line counting 2 partitions", strings.Join(got, ""))
+	}
+}
