@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/IBM/sarama"
 
@@ -72,6 +73,11 @@ type bsub[T any] struct {
 	// parts are the partitions the subscriber reads, with their figures
 	// (Stats' Partitions).
 	parts map[int32]*bpart
+	// id is the topic's ID (Kafka 2.8's metadata v10 on) as of Subscribe,
+	// or as of the last time the subscriber saw it change (the topic was
+	// deleted and created again); zero when the cluster or the protocol
+	// version gives none, and the subscriber does not ask again.
+	id sarama.Uuid
 }
 
 // bpart is a partition a broadcast subscriber reads; guarded by its mu.
@@ -92,6 +98,9 @@ type bpart struct {
 	// created again (the old partition's), which move pos no more.
 	stale    int
 	fetchErr fetchErr // the last failed fetch while none returned records since
+	// anew is signalled when the subscriber finds the topic's ID changed:
+	// the partition's pump reads the new partition from its oldest record.
+	anew chan struct{}
 }
 
 // bitem is a fetched value of partition part at offset off, or
@@ -152,6 +161,9 @@ func (t *kTopic[T]) subscribeBroadcast(parent context.Context, observer topic.Re
 		}
 		return nil, fmt.Errorf("%w: starting a broadcast subscriber of topic %q: %w", ErrAdmin, t.kname, b.red.Err(err))
 	}
+	if s.id, err = s.topicID(); err != nil {
+		return fail(err)
+	}
 	parts, err := client.Partitions(t.kname)
 	if err != nil {
 		return fail(err)
@@ -167,13 +179,17 @@ func (t *kTopic[T]) subscribeBroadcast(parent context.Context, observer topic.Re
 			return fail(err)
 		}
 		s.mu.Lock()
-		s.parts[p] = &bpart{hw: pc, pos: off}
+		s.parts[p] = &bpart{hw: pc, pos: off, anew: make(chan struct{}, 1)}
 		s.mu.Unlock()
 		s.pumps.Add(1)
 		go s.pump(p, pc, off)
 	}
 	if !stop() {
 		return fail(ctx.Err())
+	}
+	if s.id != (sarama.Uuid{}) {
+		s.pumps.Add(1)
+		go s.watchID()
 	}
 	t.mu.Lock()
 	if t.closed {
@@ -192,13 +208,19 @@ func (t *kTopic[T]) subscribeBroadcast(parent context.Context, observer topic.Re
 // once per retry, the partitions failing alike (with one cause) one run
 // (repeatlog.Partitions); a partition leaves its run when it delivers a
 // record, and the run ends, with one INFO line, when its last partition
-// does.
+// does. The first record fetched after a failed fetch is queued once the
+// topic's ID is checked (checkID): the failure may have been the topic's
+// deletion, and the record one of the topic created again.
 func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 	defer s.pumps.Done()
 	b := s.t.b
 	var msgs <-chan *sarama.ConsumerMessage
 	var errs <-chan *sarama.ConsumerError
 	var stop <-chan struct{}
+	s.mu.Lock()
+	anewCh := s.parts[part].anew
+	s.mu.Unlock()
+	var anew <-chan struct{}
 	// decoding is the record the codec decodes, nil between records: a
 	// Goexit of the codec ends the goroutine while it is set.
 	var decoding *sarama.ConsumerMessage
@@ -207,10 +229,14 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 		undecodable.LogKafka(context.Background(), &s.undecodable, rec, err, attrs...)
 		s.skipped(part, rec.Offset)
 	}
-	// drain reads pc until it ends and reports whether it ended below the
-	// log start with the subscription still open.
-	drain := func() bool {
-		outOfRange := false
+	// drain reads pc until it ends and reports why it ended with the
+	// subscription still open: below the log start, or its topic created
+	// again.
+	drain := func() ending {
+		// again: the topic was created again; discard: the records
+		// still to come are the new partition's, read again from its
+		// oldest.
+		outOfRange, again, discard, failed := false, false, false, false
 		for msgs != nil || errs != nil {
 			select {
 			case rec, ok := <-msgs:
@@ -221,8 +247,18 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 				next = rec.Offset + 1
 				s.fails.Fetched(context.Background(), part)
 				s.reach.Reading()
-				if stop == nil {
-					continue // closing: drained, not queued
+				if stop == nil || discard {
+					continue // drained, not queued
+				}
+				if failed && !again {
+					failed = false
+					if s.checkID() {
+						// The record, and those fetched after it, are the
+						// new partition's.
+						again, discard = true, true
+						pc.AsyncClose()
+						continue
+					}
 				}
 				decoding = rec
 				v, err := topic.Decode(b.opts.Codec, rec.Value)
@@ -248,34 +284,57 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 					s.endCorrupt(part, next, cerr.Err) // closes stopCh: pc closes below
 					continue
 				}
+				failed = true
 				red := b.red.Err(cerr)
 				s.fetchFailed(part, red)
 				s.reach.SaramaError(red)
 				s.fails.Fail(context.Background(), part, red, b.red.Err(cerr.Err), slog.String("topic", s.t.kname))
+			case <-anew:
+				// What the consumer fetched before the change was seen
+				// is queued: records of the old topic it held back (its
+				// read-ahead full), or of the new one, read twice.
+				again = true
+				anew = nil
+				pc.AsyncClose()
 			case <-stop:
 				pc.AsyncClose()
 				stop = nil
 			}
 		}
-		return stop != nil && outOfRange
+		switch {
+		case stop == nil:
+			return endedClosed
+		case again:
+			return endedAnew
+		case outOfRange:
+			return endedOutOfRange
+		}
+		return endedClosed
 	}
 	loop := func() {
 		for {
 			if msgs == nil && errs == nil {
-				msgs, errs, stop = pc.Messages(), pc.Errors(), s.stopCh
-			}
-			if !drain() {
-				return
+				msgs, errs, stop, anew = pc.Messages(), pc.Errors(), s.stopCh, anewCh
 			}
 			var err error
-			if pc, next, err = s.lagged(part, next); err == nil && pc != nil {
+			why := "falling below the log start"
+			switch drain() {
+			case endedClosed:
+				return
+			case endedOutOfRange:
+				pc, next, err = s.lagged(part, next)
+			case endedAnew:
+				why = "its topic was created again"
+				pc, next, err = s.createdAgain(part)
+			}
+			if err == nil && pc != nil {
 				s.mu.Lock()
 				s.parts[part].hw = pc
 				s.mu.Unlock()
 			}
 			if err != nil || pc == nil {
 				if err != nil {
-					b.log.Warn("kafkatopic: broadcast subscriber cannot continue on a partition after falling below the log start",
+					b.log.Warn("kafkatopic: broadcast subscriber cannot continue on a partition after "+why,
 						slog.String("topic", s.t.kname), slog.Int("partition", int(part)), slog.Any("error", b.red.Err(err)))
 				}
 				return
@@ -297,6 +356,115 @@ func (s *bsub[T]) pump(part int32, pc sarama.PartitionConsumer, next int64) {
 	})
 }
 
+// ending is why a pump's partition consumer ended.
+type ending int
+
+const (
+	endedClosed     ending = iota // the subscription stopped
+	endedOutOfRange               // its next offset is out of the partition's range
+	endedAnew                     // its topic was created again
+)
+
+// topicID asks a broker the subscriber's client is connected to for the
+// topic's ID; zero when the answer has none (a protocol version older
+// than 2.8, or a cluster older than Kafka 2.8).
+func (s *bsub[T]) topicID() (sarama.Uuid, error) {
+	br := s.client.LeastLoadedBroker()
+	if br == nil {
+		return sarama.Uuid{}, sarama.ErrBrokerNotAvailable
+	}
+	resp, err := br.GetMetadata(sarama.NewMetadataRequest(s.client.Config().Version, []string{s.t.kname}))
+	if err != nil {
+		return sarama.Uuid{}, err
+	}
+	for _, tm := range resp.Topics {
+		if tm.Name != s.t.kname {
+			continue
+		}
+		if !errors.Is(tm.Err, sarama.ErrNoError) {
+			return sarama.Uuid{}, tm.Err
+		}
+		return tm.Uuid, nil
+	}
+	return sarama.Uuid{}, sarama.ErrIncompleteResponse
+}
+
+// checkID asks for the topic's ID and, when it is another than the
+// subscriber knew (the topic was deleted and created again), keeps it and
+// signals every partition's pump to read its new partition from the
+// oldest record; it reports whether the ID changed. A failed request, a
+// topic that does not exist (deleted, not created again yet) or a
+// subscriber that knows no ID change nothing.
+func (s *bsub[T]) checkID() bool {
+	s.mu.Lock()
+	known := s.id
+	s.mu.Unlock()
+	if known == (sarama.Uuid{}) {
+		return false
+	}
+	id, err := s.topicID()
+	if err != nil || id == (sarama.Uuid{}) {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id == s.id {
+		return false
+	}
+	s.id = id
+	for _, p := range s.parts {
+		select {
+		case p.anew <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// watchID checks the topic's ID every Options.HighWaterInterval until the
+// subscriber stops: a partition consumer that fetched nothing while the
+// topic was deleted (its read-ahead full, or the topic deleted and
+// created again between two fetches) saw no failure, and would go on
+// from its position in the new partition, past records it never read.
+func (s *bsub[T]) watchID() {
+	defer s.pumps.Done()
+	tick := time.NewTicker(s.t.b.opts.HighWaterInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stopCh:
+			return
+		case <-tick.C:
+			s.checkID()
+		}
+	}
+}
+
+// createdAgain returns a consumer of partition part from its oldest
+// record, the topic having been created again, and moves the
+// subscriber's position there (beginAnew).
+func (s *bsub[T]) createdAgain(part int32) (sarama.PartitionConsumer, int64, error) {
+	t := s.t
+	oldest, err := s.client.GetOffset(t.kname, part, sarama.OffsetOldest)
+	if err != nil {
+		return nil, 0, err
+	}
+	return s.readAnew(part, oldest, "kafkatopic: broadcast subscriber's topic was created again (its topic ID changed); reading the partition from its oldest record")
+}
+
+// readAnew returns a consumer of partition part from oldest, its topic
+// created again, and moves the subscriber's position there (beginAnew);
+// it logs msg at INFO.
+func (s *bsub[T]) readAnew(part int32, oldest int64, msg string) (sarama.PartitionConsumer, int64, error) {
+	t := s.t
+	t.b.log.Info(msg, slog.String("topic", t.kname), slog.Int("partition", int(part)), slog.Int64("offset", oldest))
+	pc, err := s.cons.ConsumePartition(t.kname, part, oldest)
+	if err == nil {
+		s.beginAnew(part, pc, oldest)
+	}
+	return pc, oldest, err
+}
+
 // lagged handles a partition whose next offset is out of its range. One
 // that fell below the log start queues the lag notice and, under
 // drop_oldest, returns a consumer from the oldest record kept; under
@@ -312,13 +480,8 @@ func (s *bsub[T]) lagged(part int32, next int64) (sarama.PartitionConsumer, int6
 		return nil, next, err
 	}
 	if oldest < next {
-		t.b.log.Info("kafkatopic: broadcast subscriber's partition begins anew; reading it from its oldest record",
-			slog.String("topic", t.kname), slog.Int("partition", int(part)), slog.Int64("offset", oldest))
-		pc, err := s.cons.ConsumePartition(t.kname, part, oldest)
-		if err == nil {
-			s.beginAnew(part, pc, oldest)
-		}
-		return pc, oldest, err
+		s.checkID() // the other partitions' topic was created again too
+		return s.readAnew(part, oldest, "kafkatopic: broadcast subscriber's partition begins anew; reading it from its oldest record")
 	}
 	missed := uint64(max(oldest-next, 1))
 	if t.opts.Broadcast.OnLag == topic.Disconnect {
@@ -350,6 +513,10 @@ func (s *bsub[T]) beginAnew(part int32, pc sarama.PartitionConsumer, oldest int6
 		return
 	}
 	p.hw, p.pos, p.skipped, p.stale = pc, oldest, 0, 0
+	select {
+	case <-p.anew: // a change of the topic's ID seen before pc was made
+	default:
+	}
 	for _, it := range s.queue[s.head:] {
 		if it.part == part {
 			p.stale++

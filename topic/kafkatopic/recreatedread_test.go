@@ -1,0 +1,155 @@
+package kafkatopic_test
+
+import (
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/boulevard-go/boulevard/internal/testbroker"
+	"github.com/boulevard-go/boulevard/internal/wait"
+	"github.com/boulevard-go/boulevard/topic"
+	"github.com/boulevard-go/boulevard/topic/kafkatopic"
+)
+
+// createdAgainLine is the INFO line of a broadcast subscriber that saw its
+// topic's ID change.
+const createdAgainLine = "broadcast subscriber's topic was created again"
+
+// Guarantee: a broadcast subscriber whose fetches fail while its topic is
+// deleted, and whose topic, created again, receives more records than the
+// subscriber had read of the old one before a fetch succeeds again (its
+// next offset is within the new partition, so no fetch is out of range),
+// checks the topic's ID before it queues the first record fetched after
+// the failures, sees it changed, and reads the new partition from its
+// oldest record: every record of the new topic reaches it, in order, with
+// no lag notice, and one INFO line says so.
+func TestABroadcastSubscriberWhoseFetchesFailedReadsEveryRecordOfItsTopicCreatedAgain(t *testing.T) {
+	c := testbroker.Kafka(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	o.HighWaterInterval = time.Hour // the check after the failed fetches only
+	var logs logBuffer
+	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	h, s := readAgain(t, o)
+	held := holdFetches(c, kerr.UnknownTopicOrPartition.Code)
+	recreateAgain(t, c, h, func() {
+		wait.Within(t, patience, "the subscriber's fetches to fail", func() bool {
+			return strings.Contains(logs.String(), "broadcast consumer error")
+		})
+	})
+	held.Store(false)
+	receiveAgain(t, s)
+	if n := strings.Count(logs.String(), createdAgainLine); n != 1 {
+		t.Fatalf("%d lines %q, want 1:\n%s", n, createdAgainLine, logs.String())
+	}
+}
+
+// Guarantee: a broadcast subscriber that fetches nothing while its topic
+// is deleted and created again (its fetches answered with no records, as
+// for a read-ahead that is full) sees the topic's ID change within
+// Options.HighWaterInterval, and reads the new partition from its oldest
+// record, even though the new topic holds more records than the
+// subscriber had read of the old one: every record of the new topic
+// reaches it, in order, with no lag notice.
+func TestABroadcastSubscriberThatFetchedNothingReadsEveryRecordOfItsTopicCreatedAgain(t *testing.T) {
+	c := testbroker.Kafka(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	o.HighWaterInterval = 50 * time.Millisecond
+	var logs logBuffer
+	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	h, s := readAgain(t, o)
+	held := holdFetches(c, 0)
+	recreateAgain(t, c, h, func() {})
+	wait.Within(t, patience, "the subscriber to see its topic's ID change", func() bool {
+		return strings.Contains(logs.String(), createdAgainLine)
+	})
+	held.Store(false)
+	receiveAgain(t, s)
+}
+
+// readCount is how many records the subscribers of readAgain read of the
+// old topic.
+const readCount = 3
+
+// readAgain makes a broadcast-only topic "again" of a backend with o,
+// and a subscriber of it that receives the readCount records published.
+func readAgain(t *testing.T, o kafkatopic.Options[int]) (*topic.Handle[int], *topic.Subscription[int]) {
+	t.Helper()
+	h := newTopic(t, newBackend(t, o), "again", topic.Options{Mode: topic.BroadcastOnly})
+	s := subscribe(t, h, topic.Broadcast())
+	for v := range readCount {
+		if err := h.Publish(ctxT(t), v); err != nil {
+			t.Fatal(err)
+		}
+		if it := recv(t, s); it.Value != v || it.Lagged != 0 {
+			t.Fatalf("received %+v, want value %d", it, v)
+		}
+	}
+	return h, s
+}
+
+// recreateAgain deletes the topic "again" of c, calls deleted, creates
+// the topic again, and publishes readCount+2 records to it through h, the
+// values 10 on.
+func recreateAgain(t *testing.T, c *kfake.Cluster, h *topic.Handle[int], deleted func()) {
+	t.Helper()
+	admin := testbroker.Admin(t, c.ListenAddrs())
+	if err := admin.DeleteTopic("again"); err != nil {
+		t.Fatal(err)
+	}
+	deleted()
+	if err := admin.CreateTopic("again", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
+		t.Fatal(err)
+	}
+	for v := range readCount + 2 {
+		wait.Within(t, patience, "a publish to the topic created again to be stored", func() bool {
+			return h.Publish(ctxT(t), 10+v) == nil
+		})
+	}
+}
+
+// receiveAgain receives on s every record recreateAgain published, in
+// order, with no lag notice.
+func receiveAgain(t *testing.T, s *topic.Subscription[int]) {
+	t.Helper()
+	for v := range readCount + 2 {
+		if it := recv(t, s); it.Value != 10+v || it.Lagged != 0 {
+			t.Fatalf("received %+v, want value %d, record %d of the topic created again", it, 10+v, v)
+		}
+	}
+}
+
+// holdFetches makes c answer every fetch with no records and the error
+// code errCode (0: none, as for a partition with nothing new) while the
+// flag it returns is true (it starts true).
+func holdFetches(c *kfake.Cluster, errCode int16) *atomic.Bool {
+	var held atomic.Bool
+	held.Store(true)
+	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !held.Load() {
+			return nil, nil, false
+		}
+		freq := req.(*kmsg.FetchRequest)
+		resp := freq.ResponseKind().(*kmsg.FetchResponse)
+		for _, rt := range freq.Topics {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewFetchResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, errCode
+				sp.HighWatermark, sp.LastStableOffset = rp.FetchOffset, rp.FetchOffset
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	return &held
+}
