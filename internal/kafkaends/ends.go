@@ -36,6 +36,11 @@ type Partition struct {
 type Ends struct {
 	mu sync.Mutex
 	m  map[Partition]int64
+	// listings counts the listings begun (Begin); forgot holds, by
+	// partition, the count when Forget was called, so that a listing
+	// begun before keeps no end for it.
+	listings uint64
+	forgot   map[Partition]uint64
 }
 
 // End returns the log end listed last for partition part of topic, 0 if
@@ -46,20 +51,47 @@ func (l *Ends) End(topic string, part int32) int64 {
 	return l.m[Partition{topic, part}]
 }
 
+// Forget drops the log end listed of partition part of topic, which no
+// longer holds (its topic was deleted and created again): until a
+// listing begun after the call lists it, End returns 0.
+func (l *Ends) Forget(topic string, part int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := Partition{topic, part}
+	delete(l.m, k)
+	if l.forgot == nil {
+		l.forgot = make(map[Partition]uint64)
+	}
+	l.forgot[k] = l.listings
+}
+
+// Begin returns the listing that begins, for Keep.
+func (l *Ends) Begin() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.listings++
+	return l.listings
+}
+
 // Keep sets the listed ends to those of read, the partitions read now:
-// a partition's newly listed end from got, or the end listed before for
-// one whose listing failed.
-func (l *Ends) Keep(read []Partition, got map[Partition]int64) {
+// a partition's end from got, what listing (Begin) listed, or the end
+// listed before for one whose listing failed; none for a partition
+// forgotten since listing began (Forget).
+func (l *Ends) Keep(listing uint64, read []Partition, got map[Partition]int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	m := make(map[Partition]int64, len(read))
 	for _, k := range read {
+		if f, ok := l.forgot[k]; ok && f >= listing {
+			continue
+		}
 		if end, ok := got[k]; ok {
 			m[k] = end
 		} else if end, ok := l.m[k]; ok {
 			m[k] = end
 		}
 	}
+	maps.DeleteFunc(l.forgot, func(_ Partition, f uint64) bool { return f < listing })
 	l.m = m
 }
 
@@ -166,9 +198,10 @@ func (l *Lister) Run(ends *Ends, interval time.Duration, read func() []Partition
 			return
 		case <-tick.C:
 		}
+		listing := ends.Begin()
 		rd := read()
 		lctx, lcancel := context.WithTimeout(ctx, Timeout)
-		ends.Keep(rd, l.List(lctx, rd))
+		ends.Keep(listing, rd, l.List(lctx, rd))
 		lcancel()
 	}
 }

@@ -333,3 +333,31 @@ func TestAListingOfNoPartitionsClosesTheConnectionsKept(t *testing.T) {
 		t.Errorf("a listing of no partitions left %d connections open, want none", open)
 	}
 }
+
+// Guarantee: a log end forgotten (its topic created again) is not put
+// back by the listing under way when it was forgotten, whose answer may
+// be the old partition's; a listing begun after it lists it again, and
+// ends forgotten of other partitions do not count against it.
+func TestAForgottenEndIsKeptOnlyFromAListingBegunAfter(t *testing.T) {
+	var ends Ends
+	k := Partition{"t", 0}
+	read := []Partition{k}
+	ends.Keep(ends.Begin(), read, map[Partition]int64{k: 10})
+	under := ends.Begin()
+	ends.Forget("t", 0)
+	if got := ends.End("t", 0); got != 0 {
+		t.Fatalf("End once forgotten = %d, want 0", got)
+	}
+	ends.Keep(under, read, map[Partition]int64{k: 10})
+	if got := ends.End("t", 0); got != 0 {
+		t.Fatalf("End after the listing under way when it was forgotten = %d, want 0", got)
+	}
+	ends.Keep(ends.Begin(), read, map[Partition]int64{k: 2})
+	if got := ends.End("t", 0); got != 2 {
+		t.Fatalf("End after a listing begun since = %d, want 2", got)
+	}
+	ends.Keep(ends.Begin(), read, nil) // failed: the end listed before stays
+	if got := ends.End("t", 0); got != 2 {
+		t.Fatalf("End after a failed listing = %d, want 2", got)
+	}
+}

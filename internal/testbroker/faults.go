@@ -85,8 +85,8 @@ func (f *Faults) Failed() int64 { return f.failed.Load() }
 func (f *Faults) Passed() int64 { return f.passed.Load() }
 
 // Refusal is the answer to req refusing every partition it names with
-// code, or nil when code is 0 or req is neither a Produce nor an
-// OffsetCommit request.
+// code, or nil when code is 0 or req is not a Produce, OffsetCommit or
+// ListOffsets request.
 func Refusal(req kmsg.Request, code int16) kmsg.Response {
 	if code == 0 {
 		return nil
@@ -112,6 +112,19 @@ func Refusal(req kmsg.Request, code int16) kmsg.Response {
 			t.Topic = rt.Topic
 			for _, rp := range rt.Partitions {
 				p := kmsg.NewOffsetCommitResponseTopicPartition()
+				p.Partition, p.ErrorCode = rp.Partition, code
+				t.Partitions = append(t.Partitions, p)
+			}
+			resp.Topics = append(resp.Topics, t)
+		}
+		return resp
+	case *kmsg.ListOffsetsRequest:
+		resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+		for _, rt := range req.Topics {
+			t := kmsg.NewListOffsetsResponseTopic()
+			t.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				p := kmsg.NewListOffsetsResponseTopicPartition()
 				p.Partition, p.ErrorCode = rp.Partition, code
 				t.Partitions = append(t.Partitions, p)
 			}

@@ -504,7 +504,9 @@ func (s *bsub[T]) lagged(part int32, next int64) (sarama.PartitionConsumer, int6
 
 // beginAnew moves the subscriber's position on partition part, whose
 // topic was created again, to oldest, where pc, its new consumer, reads
-// from: the items of the old partition still queued no longer move it.
+// from: the items of the old partition still queued no longer move it,
+// nor does the old partition's log end listed count in its high-water
+// mark.
 func (s *bsub[T]) beginAnew(part int32, pc sarama.PartitionConsumer, oldest int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -513,6 +515,7 @@ func (s *bsub[T]) beginAnew(part int32, pc sarama.PartitionConsumer, oldest int6
 		return
 	}
 	p.hw, p.pos, p.skipped, p.stale = pc, oldest, 0, 0
+	s.t.b.ends.Forget(s.t.kname, part) // the old partition's
 	select {
 	case <-p.anew: // a change of the topic's ID seen before pc was made
 	default:

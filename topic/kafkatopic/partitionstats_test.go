@@ -231,19 +231,8 @@ func TestABroadcastSubscribersPositionBeginsAnewWithItsTopicCreatedAgain(t *test
 		p, ok := onlyPartition(h)
 		return ok && p.Committed == 1 && p.HighWater == 3 && p.Lag == 2
 	}, state)
-	admin := testbroker.Admin(t, c.ListenAddrs())
-	if err := admin.DeleteTopic("again"); err != nil {
-		t.Fatal(err)
-	}
-	if err := admin.CreateTopic("again", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
-		t.Fatal(err)
-	}
 	// Fewer records than the subscriber read of the old topic.
-	for _, v := range []int{10, 11} {
-		wait.Within(t, patience, "a publish to the topic created again to be stored", func() bool {
-			return h.Publish(ctxT(t), v) == nil
-		})
-	}
+	createAgain(t, c, h, func() {}, 10, 11)
 	wait.Within(t, patience, "the position at the new partition's start, both records in the lag", func() bool {
 		p, ok := onlyPartition(h)
 		return ok && p.Committed == 0 && p.HighWater == 2 && p.Lag == 2

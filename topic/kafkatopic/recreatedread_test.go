@@ -1,6 +1,7 @@
 package kafkatopic_test
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync/atomic"
@@ -38,11 +39,11 @@ func TestABroadcastSubscriberWhoseFetchesFailedReadsEveryRecordOfItsTopicCreated
 	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	h, s := readAgain(t, o)
 	held := holdFetches(c, kerr.UnknownTopicOrPartition.Code)
-	recreateAgain(t, c, h, func() {
+	createAgain(t, c, h, func() {
 		wait.Within(t, patience, "the subscriber's fetches to fail", func() bool {
 			return strings.Contains(logs.String(), "broadcast consumer error")
 		})
-	})
+	}, newValues...)
 	held.Store(false)
 	receiveAgain(t, s)
 	if n := strings.Count(logs.String(), createdAgainLine); n != 1 {
@@ -65,7 +66,7 @@ func TestABroadcastSubscriberThatFetchedNothingReadsEveryRecordOfItsTopicCreated
 	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	h, s := readAgain(t, o)
 	held := holdFetches(c, 0)
-	recreateAgain(t, c, h, func() {})
+	createAgain(t, c, h, func() {}, newValues...)
 	wait.Within(t, patience, "the subscriber to see its topic's ID change", func() bool {
 		return strings.Contains(logs.String(), createdAgainLine)
 	})
@@ -94,10 +95,10 @@ func readAgain(t *testing.T, o kafkatopic.Options[int]) (*topic.Handle[int], *to
 	return h, s
 }
 
-// recreateAgain deletes the topic "again" of c, calls deleted, creates
-// the topic again, and publishes readCount+2 records to it through h, the
-// values 10 on.
-func recreateAgain(t *testing.T, c *kfake.Cluster, h *topic.Handle[int], deleted func()) {
+// createAgain deletes the Kafka topic "again" of c, calls deleted,
+// creates the topic again with one partition, and publishes values to it
+// through h.
+func createAgain(t *testing.T, c *kfake.Cluster, h *topic.Handle[int], deleted func(), values ...int) {
 	t.Helper()
 	admin := testbroker.Admin(t, c.ListenAddrs())
 	if err := admin.DeleteTopic("again"); err != nil {
@@ -107,20 +108,24 @@ func recreateAgain(t *testing.T, c *kfake.Cluster, h *topic.Handle[int], deleted
 	if err := admin.CreateTopic("again", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1}, false); err != nil {
 		t.Fatal(err)
 	}
-	for v := range readCount + 2 {
+	for _, v := range values {
 		wait.Within(t, patience, "a publish to the topic created again to be stored", func() bool {
-			return h.Publish(ctxT(t), 10+v) == nil
+			return h.Publish(ctxT(t), v) == nil
 		})
 	}
 }
 
-// receiveAgain receives on s every record recreateAgain published, in
-// order, with no lag notice.
+// newValues are the values the tests of a broadcast subscriber that
+// read readCount records of the old topic publish to the topic created
+// again: more than it read.
+var newValues = []int{10, 11, 12, 13, 14}
+
+// receiveAgain receives newValues on s, in order, with no lag notice.
 func receiveAgain(t *testing.T, s *topic.Subscription[int]) {
 	t.Helper()
-	for v := range readCount + 2 {
-		if it := recv(t, s); it.Value != 10+v || it.Lagged != 0 {
-			t.Fatalf("received %+v, want value %d, record %d of the topic created again", it, 10+v, v)
+	for i, v := range newValues {
+		if it := recv(t, s); it.Value != v || it.Lagged != 0 {
+			t.Fatalf("received %+v, want value %d, record %d of the topic created again", it, v, i)
 		}
 	}
 }
@@ -152,4 +157,51 @@ func holdFetches(c *kfake.Cluster, errCode int16) *atomic.Bool {
 		return resp, nil, true
 	})
 	return &held
+}
+
+// Guarantee: once a broadcast subscriber reads its topic created again,
+// the log end listed of the old topic no longer counts in its Stats: its
+// high-water mark and lag are the new partition's, even while the
+// listings of the log ends fail (which otherwise keep the end listed
+// before).
+func TestABroadcastSubscribersHighWaterForgetsTheOldTopicsListedEnd(t *testing.T) {
+	c := testbroker.Kafka(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	o.HighWaterInterval = 50 * time.Millisecond
+	// The listing asks at the consumers' isolation level, the client's
+	// own lookups at none: failListings tells them apart by it.
+	o.Config.Consumer.IsolationLevel = sarama.ReadCommitted
+	h := newTopic(t, newBackend(t, o), "again", topic.Options{Mode: topic.BroadcastOnly})
+	s := subscribe(t, h, topic.Broadcast())
+	state := func() string { return fmt.Sprintf("Stats().Partitions = %+v", h.Stats().Partitions) }
+	const old = 10
+	publishN(t, h, 0, old)
+	for range old {
+		recv(t, s)
+	}
+	wait.Within(t, patience, "the old topic's log end listed", func() bool {
+		p, ok := onlyPartition(h)
+		return ok && p.Committed == old && p.HighWater == old
+	}, state)
+	failListings(c)
+	createAgain(t, c, h, func() {}, 10, 11)
+	wait.Within(t, patience, "the new partition's high-water mark, both records in the lag", func() bool {
+		p, ok := onlyPartition(h)
+		return ok && p.Committed == 0 && p.HighWater == 2 && p.Lag == 2
+	}, state)
+}
+
+// failListings makes c answer every ListOffsets request at the
+// read_committed isolation level (the backend's listings of log ends
+// under sarama.ReadCommitted; sarama's client asks its own at none) with
+// an error for each partition.
+func failListings(c *kfake.Cluster) {
+	c.ControlKey(int16(kmsg.ListOffsets), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		lreq := req.(*kmsg.ListOffsetsRequest)
+		if lreq.IsolationLevel != 1 {
+			return nil, nil, false
+		}
+		return testbroker.Refusal(lreq, kerr.UnknownServerError.Code), nil, true
+	})
 }
