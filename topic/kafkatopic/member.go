@@ -371,9 +371,19 @@ const (
 func (m *member[T]) ConsumeClaim(sess sarama.ConsumerGroupSession, gc sarama.ConsumerGroupClaim) error {
 	c := kafkaoffset.New(sess, gc.Topic(), gc.Partition())
 	defer m.release(c)
+	start := gc.InitialOffset()
+	if start == sarama.OffsetOldest {
+		// The group has no committed offset it can start from: its lag
+		// counts from the log start, which a log retention emptied
+		// shares with the log end, not from 0 until a record arrives.
+		// Failing, from the first record fetched (fetched).
+		if oldest, err := m.client.GetOffset(gc.Topic(), gc.Partition(), sarama.OffsetOldest); err == nil {
+			start = oldest
+		}
+	}
 	m.mu.Lock()
 	m.fetchFrom[gc.Partition()] = gc.InitialOffset()
-	m.claims[c] = claimFigures{committed: max(gc.InitialOffset(), -1), start: gc.InitialOffset(), hw: gc}
+	m.claims[c] = claimFigures{committed: max(gc.InitialOffset(), -1), start: start, hw: gc}
 	m.mu.Unlock()
 	ctx := sess.Context()
 	batch := make([]delivery[T], 0, pushBatch)

@@ -205,3 +205,26 @@ func failListings(c *kfake.Cluster) {
 		return testbroker.Refusal(lreq, kerr.UnknownServerError.Code), nil, true
 	})
 }
+
+// Guarantee: a balanced group whose committed offset retention has
+// deleted, together with every record of the partition, counts no lag:
+// it reads from the log start, which is the log end, before any record
+// arrives.
+func TestABalancedGroupWhoseLogRetentionEmptiedCountsNoLag(t *testing.T) {
+	c := testbroker.Kafka(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	fullReadAhead(&o)
+	h := newTopic(t, newBackend(t, o), "emptied", topic.Options{})
+	subscribe(t, h, topic.Balanced("g")).Close() // the group's offset: 0
+	const n = 10
+	publishN(t, h, 0, n)
+	admin := testbroker.Admin(t, c.ListenAddrs())
+	if err := admin.DeleteRecords("emptied", map[int32]int64{0: n}); err != nil {
+		t.Fatal(err)
+	}
+	subscribe(t, h, topic.Balanced("g"))
+	wait.Within(t, patience, "no lag counted of the emptied log", func() bool {
+		p, ok := onlyPartition(h)
+		return ok && p.HighWater == n && p.Lag == 0
+	}, func() string { return fmt.Sprintf("Stats().Partitions = %+v", h.Stats().Partitions) })
+}

@@ -21,9 +21,10 @@ type highWater interface{ HighWaterMarkOffset() int64 }
 // claimFigures are what a member keeps of a claim for its figures.
 type claimFigures struct {
 	// committed is the group's committed offset as the claim began, -1
-	// when it had none; start is where the claim started
-	// (kafkaoffset.StartOldest: the oldest record, until the claim
-	// fetches one, whose offset start then is).
+	// when it had none; start is where the claim started: the log start
+	// as the claim began when it had none, or, when that was not had
+	// (kafkaoffset.StartOldest), the offset of the first record the
+	// claim fetches.
 	committed, start int64
 	hw               highWater // the claim's consumer
 }
