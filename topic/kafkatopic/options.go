@@ -204,7 +204,9 @@ type Options[T any] struct {
 	// after 5s and cut short once Close has closed the topics), for the
 	// topics' Stats (Partitions): a subscriber takes its high-water mark
 	// from its fetches, and stops fetching while its read-ahead is full
-	// (a subscriber that does not receive). Default 5s; at least
+	// (a subscriber that does not receive). It is also how often each
+	// broadcast subscriber asks for its topic's ID, to tell the topic
+	// deleted and created again. Default 5s; at least
 	// MinHighWaterInterval (10ms), at most MaxHighWaterInterval (1h).
 	HighWaterInterval time.Duration `name:"high_water_interval" validate:"omitempty,gte=10ms,lte=1h"`
 	// PublishBuffer is how many publishes may wait to be handed to the
