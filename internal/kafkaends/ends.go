@@ -123,6 +123,49 @@ func ReaderLines(prefix string) Lines {
 	}
 }
 
+// SourceLines are the Lines of a Kafka source member's listing of the
+// end offsets of its claimed partitions, the sarama and the franz-go
+// source's alike.
+func SourceLines() Lines {
+	return Lines{
+		NoLeader:  "kafka partition leader unknown; end offset not listed",
+		Broker:    "kafka end offsets not listed",
+		Partition: "kafka partition end offset not listed",
+		Lookup:    "kafka partition leaders not looked up",
+	}
+}
+
+// LogNoLeader logs the NoLeader line of partition k, whose leader is
+// not known for err, to log.
+func (ls Lines) LogNoLeader(log *slog.Logger, k Partition, err error) {
+	debug(log, ls.NoLeader, slog.String("topic", k.Topic), slog.Int("partition", int(k.Part)), slog.Any("error", err))
+}
+
+// LogBroker logs the Broker line of the request to the leader at addr
+// that failed with err to log.
+func (ls Lines) LogBroker(log *slog.Logger, addr string, err error) {
+	debug(log, ls.Broker, slog.String("broker", addr), slog.Any("error", err))
+}
+
+// LogPartition logs the Partition line of partition k, for which a
+// leader answered err, to log.
+func (ls Lines) LogPartition(log *slog.Logger, k Partition, err error) {
+	debug(log, ls.Partition, slog.String("topic", k.Topic), slog.Int("partition", int(k.Part)), slog.Any("error", err))
+}
+
+// LogLookup logs the Lookup line of the metadata of topics that could
+// not be had for err to log.
+func (ls Lines) LogLookup(log *slog.Logger, topics []string, err error) {
+	debug(log, ls.Lookup, slog.Any("topics", topics), slog.Any("error", err))
+}
+
+// debug logs msg at DEBUG with attrs to log, unless msg is empty.
+func debug(log *slog.Logger, msg string, attrs ...any) {
+	if msg != "" {
+		log.Debug(msg, attrs...)
+	}
+}
+
 // Lister lists the log ends of partitions: one ListOffsets request per
 // leader, the leaders at once, on connections of its own, kept from one
 // listing to the next (a request that fails on a kept one is sent once
@@ -248,8 +291,7 @@ func (l *Lister) List(ctx context.Context, read []Partition) map[Partition]int64
 	for _, k := range read {
 		addr, ok := l.leaders[k]
 		if !ok {
-			l.debug(l.Lines.NoLeader, slog.String("topic", k.Topic), slog.Int("partition", int(k.Part)),
-				slog.Any("error", l.clean(cmp.Or(lookupErr, l.topicErrs[k.Topic], error(sarama.ErrLeaderNotAvailable)))))
+			l.Lines.LogNoLeader(l.Log, k, l.clean(cmp.Or(lookupErr, l.topicErrs[k.Topic], error(sarama.ErrLeaderNotAvailable))))
 			continue
 		}
 		byLeader[addr] = append(byLeader[addr], k)
@@ -269,7 +311,7 @@ func (l *Lister) List(ctx context.Context, read []Partition) map[Partition]int64
 		kept := l.brokers[addr] != nil
 		b, err := l.open(addr)
 		if err != nil {
-			l.debug(l.Lines.Broker, slog.String("broker", addr), slog.Any("error", l.clean(err)))
+			l.Lines.LogBroker(l.Log, addr, l.clean(err))
 			for _, k := range ks {
 				stale[k.Topic] = true
 			}
@@ -294,7 +336,7 @@ func (l *Lister) List(ctx context.Context, read []Partition) map[Partition]int64
 			defer mu.Unlock()
 			if err != nil {
 				failed[addr] = true
-				l.debug(l.Lines.Broker, slog.String("broker", addr), slog.Any("error", l.clean(err)))
+				l.Lines.LogBroker(l.Log, addr, l.clean(err))
 				for _, k := range ks {
 					stale[k.Topic] = true // the broker may be gone, its partitions led elsewhere
 				}
@@ -313,7 +355,7 @@ func (l *Lister) List(ctx context.Context, read []Partition) map[Partition]int64
 				if blk != nil && leaderMoved(blk.Err) {
 					stale[k.Topic] = true
 				}
-				l.debug(l.Lines.Partition, slog.String("topic", k.Topic), slog.Int("partition", int(k.Part)), slog.Any("error", err))
+				l.Lines.LogPartition(l.Log, k, err)
 			}
 		})
 	}
@@ -380,7 +422,7 @@ func (l *Lister) lookUp(ctx context.Context, topics []string) error {
 	slices.Sort(topics)
 	err := l.ask(ctx, topics)
 	if err != nil {
-		l.debug(l.Lines.Lookup, slog.Any("topics", topics), slog.Any("error", l.clean(err)))
+		l.Lines.LogLookup(l.Log, topics, l.clean(err))
 	}
 	return err
 }
@@ -463,13 +505,6 @@ func (l *Lister) Close() {
 		l.conns.Cut()
 	}
 	l.conns, l.brokers = nil, nil
-}
-
-// debug logs msg at DEBUG with attrs, unless msg is empty.
-func (l *Lister) debug(msg string, attrs ...any) {
-	if msg != "" {
-		l.Log.Debug(msg, attrs...)
-	}
 }
 
 // clean is err as Clean rewrites it.

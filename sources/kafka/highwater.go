@@ -22,12 +22,7 @@ import (
 // would refresh the client's metadata before its periodic refresh
 // (Metadata.RefreshFrequency).
 func (m *member) listHighWaters() {
-	l := &kafkaends.Lister{Client: m.client, Conns: m.conns, Log: m.log, Clean: flat, Lines: kafkaends.Lines{
-		NoLeader:  "kafka partition leader unknown; end offset not listed",
-		Broker:    "kafka end offsets not listed",
-		Partition: "kafka partition end offset not listed",
-		Lookup:    "kafka partition leaders not looked up",
-	}}
+	l := &kafkaends.Lister{Client: m.client, Conns: m.conns, Log: m.log, Clean: flat, Lines: kafkaends.SourceLines()}
 	defer l.Close()
 	m.cm.HighWaterLoop(m.ctx, m.opts.HighWaterInterval, func(ctx context.Context, cs []*claim.Claim) {
 		read := make([]kafkaends.Partition, len(cs))
