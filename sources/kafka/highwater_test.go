@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/boulevard-go/boulevard/internal/logtest"
 	"github.com/boulevard-go/boulevard/internal/wait"
 	"github.com/boulevard-go/boulevard/sources/kafka"
 )
@@ -139,25 +140,41 @@ func TestLagKeepsCountingAfterTheListedLeaderStopsAnswering(t *testing.T) {
 	})
 }
 
-// Guarantee: the sarama source logs, at DEBUG, a claimed partition whose
-// end offset a broker refused to list (a partition error), as the Kafka
-// topic and topology backends do: its lag stops counting the records
-// produced meanwhile, and the line says why.
-func TestSaramaSourceLogsAPartitionWhoseEndIsNotListed(t *testing.T) {
-	const parts = 1
-	c := newCluster(t, parts)
-	ends := produce(t, c, parts, 0, 5)
-	logs := logCapture{mu: &sync.Mutex{}, msgs: &[]string{}}
-	opts := sourceOptions(c, "g-end-refused")
-	opts.HighWaterInterval = 50 * time.Millisecond
-	opts.Logger = slog.New(logs)
-	l := newLedger()
-	p := startPipeline(t, pipelineOpts("end-refused", newSource(t, opts), 1, l, nil))
-	defer stopPipeline(t, p)
-	wait.Within(t, 20*time.Second, "every record", func() bool { return l.covers(ends) })
-	refused := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: testTopic, Err: kerr.KafkaStorageError, Count: -1})
-	defer refused.Remove()
-	wait.Within(t, 10*time.Second, "the partition whose end was refused logged", func() bool {
-		return logs.has("kafka partition end offset not listed")
+// Guarantee: a source, with either client, logs at DEBUG a claimed
+// partition whose end offset its leader refused to list (a partition
+// error), on one line with the topic, the partition and the error, the
+// same for both clients, as the Kafka topic and topology backends do: its
+// lag stops counting the records produced meanwhile, and the line says
+// why. A partition listed is not logged.
+func TestASourceLogsAPartitionWhoseEndIsNotListed(t *testing.T) {
+	eachClient(t, func(t *testing.T, cl client) {
+		const parts = 2
+		c := newCluster(t, parts)
+		ends := produce(t, c, parts, 0, 10)
+		var lines logtest.Lines
+		opts := sourceOptions(c, "g-end-refused")
+		opts.HighWaterInterval = 50 * time.Millisecond
+		opts.Logger = slog.New(slog.NewTextHandler(&lines, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		l := newLedger()
+		p := startPipeline(t, pipelineOpts("end-refused", cl.new(t, opts), 1, l, nil))
+		defer stopPipeline(t, p)
+		wait.Within(t, 20*time.Second, "every record", func() bool { return l.covers(ends) })
+		refused := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ListOffsets}, Topic: testTopic, Partitions: []int32{1},
+			Err: kerr.KafkaStorageError, Count: -1})
+		defer refused.Remove()
+		const notListed = `msg="kafka partition end offset not listed"`
+		wait.Within(t, 10*time.Second, "the partition whose end was refused logged", func() bool {
+			return lines.Count(notListed) > 0 && refused.Hits() >= 2
+		})
+		line := lines.Matching(notListed)[0]
+		for _, want := range []string{"level=DEBUG", " topic=" + testTopic + " ", " partition=1 ",
+			` error="` + cl.brokerErr(kerr.KafkaStorageError).Error() + `"`} {
+			if !strings.Contains(line, want) {
+				t.Errorf("the line lacks %q: %s", want, line)
+			}
+		}
+		if n := lines.Count(notListed, " partition=0 "); n != 0 {
+			t.Errorf("partition 0, whose end is listed, logged %d times:\n%s", n, strings.Join(lines.Matching(notListed), ""))
+		}
 	})
 }

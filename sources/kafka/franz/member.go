@@ -970,42 +970,6 @@ func readableEnd(level int8, ftp *kgo.FetchTopicPartition) int64 {
 	return ftp.HighWatermark
 }
 
-// listHighWaters is the member's claim.ListHighWaters: the end offsets
-// of the claimed partitions a reader of the member's isolation level
-// reads up to (read committed: the last stable offsets; uncommitted: the
-// high-water marks), listed through the commit client, outside the group,
-// which sends each broker one request for the partitions it leads. A
-// broker's failure leaves its partitions to the next listing. With no
-// claims it asks nothing: the commit client holds its connections for
-// the commits anyway.
-func (m *member) listHighWaters(ctx context.Context, cs []*claim.Claim) {
-	if len(cs) == 0 {
-		return
-	}
-	tps := make([]topicPartition, len(cs))
-	byTP := make(map[topicPartition]*claim.Claim, len(cs))
-	for i, c := range cs {
-		tps[i] = topicPartition{c.Topic, c.Part}
-		byTP[tps[i]] = c
-	}
-	for _, shard := range m.commits.RequestSharded(ctx, listOffsetsRequest(m.level, -1, tps)) {
-		resp, ok := shard.Resp.(*kmsg.ListOffsetsResponse)
-		if shard.Err != nil || !ok {
-			m.log.Debug("kafka end offsets not listed", slog.Any("error", claim.Flat(shard.Err)))
-			continue
-		}
-		for _, t := range resp.Topics {
-			for _, p := range t.Partitions {
-				c := byTP[topicPartition{t.Topic, p.Partition}]
-				if c == nil || p.ErrorCode != 0 {
-					continue
-				}
-				c.NoteHighWater(listedOffset(&p))
-			}
-		}
-	}
-}
-
 // revoked is the client's OnPartitionsRevoked: each partition stops, waits
 // for its in-flight messages and commits what was handled before the
 // rebalance goes on. A revoked partition whose release is already under
