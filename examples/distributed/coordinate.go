@@ -74,6 +74,9 @@ const maxOrders = 10_000
 // it is killed.
 const childStopTimeout = 30 * time.Second
 
+// replacement is the enrich process started in place of the one killed.
+const replacement = "enrich-3"
+
 // coordinate runs the processes, kills and replaces one enrich process
 // when -kill is set, waits until every order was enriched and archive and
 // fraud have handled every one, stops the processes and prints a report
@@ -92,6 +95,8 @@ func coordinate(ctx context.Context, out io.Writer, c coordConfig) (*report, err
 	var wg sync.WaitGroup
 	children := map[string]*child{}
 	started := 0
+	rep := &report{enriched: map[int]int{}, archived: map[int]bool{}, checked: map[int]string{},
+		per: map[string]int{}, exits: map[string]error{}}
 	start := func(role string) error {
 		httpAddr, err := nthAddr(c.http, started)
 		if err != nil {
@@ -103,6 +108,9 @@ func coordinate(ctx context.Context, out io.Writer, c coordConfig) (*report, err
 			return err
 		}
 		children[role] = ch
+		if role == replacement {
+			rep.per[role] = 0 // listed in the report, even if no order comes to it
+		}
 		return nil
 	}
 	defer func() {
@@ -123,8 +131,6 @@ func coordinate(ctx context.Context, out io.Writer, c coordConfig) (*report, err
 		wg.Wait()
 	}()
 
-	rep := &report{enriched: map[int]int{}, archived: map[int]bool{}, checked: map[int]string{},
-		per: map[string]int{}, exits: map[string]error{}}
 	ready := map[string]bool{}
 	waitReady := func(roles ...string) error {
 		for _, r := range roles {
@@ -160,8 +166,8 @@ func coordinate(ctx context.Context, out io.Writer, c coordConfig) (*report, err
 		if c.kill && rep.killed == "" && rep.per["enrich-1"] >= c.orders/8+1 {
 			rep.killed = "enrich-1"
 			_ = children["enrich-1"].cmd.Process.Kill() // SIGKILL: no drain, no commit
-			fmt.Fprintf(out, "killed enrich-1 (SIGKILL) after it handled %d orders; starting enrich-3\n", rep.per["enrich-1"])
-			if err := start("enrich-3"); err != nil {
+			fmt.Fprintf(out, "killed enrich-1 (SIGKILL) after it handled %d orders; starting %s\n", rep.per["enrich-1"], replacement)
+			if err := start(replacement); err != nil {
 				return nil, err
 			}
 		}
@@ -355,20 +361,32 @@ func printReport(out io.Writer, c coordConfig, rep *report) {
 	if rep.killed != "" {
 		again += " after the kill"
 	}
-	fmt.Fprintf(out, "\nenrich handled %d of %d orders (%d %s):\n", len(rep.enriched), c.orders, dups, again)
-	roles := make([]string, 0, len(rep.per))
-	for r := range rep.per {
-		roles = append(roles, r)
-	}
-	sort.Strings(roles)
-	for _, r := range roles {
-		fmt.Fprintf(out, "  %-9s %d orders\n", r, rep.per[r])
-	}
 	rejected := 0
 	for _, v := range rep.checked {
 		if v != "ok" {
 			rejected++
 		}
 	}
+	fmt.Fprintf(out, "\nenrich handled %d of %d orders (%d %s)\n", len(rep.enriched), c.orders, dups, again)
 	fmt.Fprintf(out, "archive handled %d orders; fraud checked %d and rejected %d\n", len(rep.archived), len(rep.checked), rejected)
+	fmt.Fprintln(out, "deliveries each process handled (an order delivered again counts again):")
+	roles := make([]string, 0, len(rep.per))
+	for r := range rep.per {
+		roles = append(roles, r)
+	}
+	sort.Strings(roles)
+	for _, r := range roles {
+		note := ""
+		switch {
+		case r == rep.killed:
+			note = " (killed)"
+		case r == replacement && rep.killed != "":
+			note = " (its replacement"
+			if rep.per[r] == 0 {
+				note += ": no order came to it"
+			}
+			note += ")"
+		}
+		fmt.Fprintf(out, "  %-9s %d%s\n", r, rep.per[r], note)
+	}
 }

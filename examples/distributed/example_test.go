@@ -96,6 +96,17 @@ func checkRun(t *testing.T, backend string) {
 	if len(rep.archived) != orders || len(rep.checked) != orders {
 		t.Fatalf("archive %d, fraud %d, want %d each", len(rep.archived), len(rep.checked), orders)
 	}
+	// Every consumer process is in the report, the replacement even when
+	// no order came to it, and the killed one is marked.
+	for _, r := range []string{"archive", "fraud", "enrich-1", "enrich-2", replacement} {
+		line := fmt.Sprintf("\n  %-9s %d", r, rep.per[r])
+		if r == "enrich-1" {
+			line += " (killed)"
+		}
+		if !strings.Contains(out, line) {
+			t.Errorf("the report has no line %q:\n%s", line[1:], out)
+		}
+	}
 	t.Log(out)
 }
 
