@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/IBM/sarama"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkalimits"
 	"github.com/boulevard-go/boulevard/internal/kafkareach"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
+	"github.com/boulevard-go/boulevard/internal/kafkatopicid"
 	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/repeatlog"
 	"github.com/boulevard-go/boulevard/message"
@@ -73,11 +73,11 @@ type bsub[T any] struct {
 	// parts are the partitions the subscriber reads, with their figures
 	// (Stats' Partitions).
 	parts map[int32]*bpart
-	// id is the topic's ID (Kafka 2.8's metadata v10 on) as of Subscribe,
-	// or as of the last time the subscriber saw it change (the topic was
-	// deleted and created again); zero when the cluster or the protocol
-	// version gives none, and the subscriber does not ask again.
-	id sarama.Uuid
+	// id keeps the topic's ID (Kafka 2.8's metadata v10 on) as of
+	// Subscribe, or as of the last time the subscriber saw it change (the
+	// topic was deleted and created again); off when the cluster or the
+	// protocol version gives none, and the subscriber does not ask again.
+	id kafkatopicid.Watch
 }
 
 // bpart is a partition a broadcast subscriber reads; guarded by its mu.
@@ -161,7 +161,8 @@ func (t *kTopic[T]) subscribeBroadcast(parent context.Context, observer topic.Re
 		}
 		return nil, fmt.Errorf("%w: starting a broadcast subscriber of topic %q: %w", ErrAdmin, t.kname, b.red.Err(err))
 	}
-	if s.id, err = s.topicID(); err != nil {
+	s.id = kafkatopicid.Watch{Client: client, Topic: t.kname}
+	if err := s.id.Start(); err != nil {
 		return fail(err)
 	}
 	parts, err := client.Partitions(t.kname)
@@ -187,9 +188,8 @@ func (t *kTopic[T]) subscribeBroadcast(parent context.Context, observer topic.Re
 	if !stop() {
 		return fail(ctx.Err())
 	}
-	if s.id != (sarama.Uuid{}) {
-		s.pumps.Add(1)
-		go s.watchID()
+	if s.id.On() {
+		s.pumps.Go(s.watchID)
 	}
 	t.mu.Lock()
 	if t.closed {
@@ -365,60 +365,29 @@ const (
 	endedAnew                     // its topic was created again
 )
 
-// topicID asks a broker the subscriber's client is connected to for the
-// topic's ID; zero when the answer has none (a protocol version older
-// than 2.8, or a cluster older than Kafka 2.8).
-func (s *bsub[T]) topicID() (sarama.Uuid, error) {
-	br := s.client.LeastLoadedBroker()
-	if br == nil {
-		return sarama.Uuid{}, sarama.ErrBrokerNotAvailable
+// checkID asks for the topic's ID and, when it is another than the
+// subscriber knew (the topic was deleted and created again), signals
+// every partition's pump to read its new partition from the oldest
+// record; it reports whether the ID changed (kafkatopicid.Watch.Changed).
+func (s *bsub[T]) checkID() bool {
+	if !s.id.Changed() {
+		return false
 	}
-	resp, err := br.GetMetadata(sarama.NewMetadataRequest(s.client.Config().Version, []string{s.t.kname}))
-	if err != nil {
-		return sarama.Uuid{}, err
-	}
-	for _, tm := range resp.Topics {
-		if tm.Name != s.t.kname {
-			continue
-		}
-		if !errors.Is(tm.Err, sarama.ErrNoError) {
-			return sarama.Uuid{}, tm.Err
-		}
-		return tm.Uuid, nil
-	}
-	return sarama.Uuid{}, sarama.ErrIncompleteResponse
+	s.anew()
+	return true
 }
 
-// checkID asks for the topic's ID and, when it is another than the
-// subscriber knew (the topic was deleted and created again), keeps it and
-// signals every partition's pump to read its new partition from the
-// oldest record; it reports whether the ID changed. A failed request, a
-// topic that does not exist (deleted, not created again yet) or a
-// subscriber that knows no ID change nothing.
-func (s *bsub[T]) checkID() bool {
-	s.mu.Lock()
-	known := s.id
-	s.mu.Unlock()
-	if known == (sarama.Uuid{}) {
-		return false
-	}
-	id, err := s.topicID()
-	if err != nil || id == (sarama.Uuid{}) {
-		return false
-	}
+// anew signals every partition's pump to read its new partition from the
+// oldest record.
+func (s *bsub[T]) anew() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if id == s.id {
-		return false
-	}
-	s.id = id
 	for _, p := range s.parts {
 		select {
 		case p.anew <- struct{}{}:
 		default:
 		}
 	}
-	return true
 }
 
 // watchID checks the topic's ID every Options.HighWaterInterval until the
@@ -427,17 +396,7 @@ func (s *bsub[T]) checkID() bool {
 // created again between two fetches) saw no failure, and would go on
 // from its position in the new partition, past records it never read.
 func (s *bsub[T]) watchID() {
-	defer s.pumps.Done()
-	tick := time.NewTicker(s.t.b.opts.HighWaterInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-s.stopCh:
-			return
-		case <-tick.C:
-			s.checkID()
-		}
-	}
+	s.id.Run(s.t.b.opts.HighWaterInterval, s.stopCh, s.anew)
 }
 
 // createdAgain returns a consumer of partition part from its oldest
