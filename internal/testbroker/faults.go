@@ -487,6 +487,35 @@ func FirstRequest(c *kfake.Cluster, key kmsg.Key) <-chan struct{} {
 	return seen
 }
 
+// HoldFetches makes c answer every fetch with no records and the error
+// code errCode (0: none, as for a partition with nothing new) while the
+// flag it returns is true (it starts true).
+func HoldFetches(c *kfake.Cluster, errCode int16) *atomic.Bool {
+	var held atomic.Bool
+	held.Store(true)
+	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if !held.Load() {
+			return nil, nil, false
+		}
+		freq := req.(*kmsg.FetchRequest)
+		resp := freq.ResponseKind().(*kmsg.FetchResponse)
+		for _, rt := range freq.Topics {
+			st := kmsg.NewFetchResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewFetchResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, errCode
+				sp.HighWatermark, sp.LastStableOffset = rp.FetchOffset, rp.FetchOffset
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	return &held
+}
+
 // RaceClose calls each of calls at once, on goroutines of their own, and
 // closeFn once under is closed (a request of theirs has reached the
 // cluster: see FirstRequest) or every call has returned. Once closeFn has

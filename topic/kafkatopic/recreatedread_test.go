@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,7 +37,7 @@ func TestABroadcastSubscriberWhoseFetchesFailedReadsEveryRecordOfItsTopicCreated
 	var logs logBuffer
 	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	h, s := readAgain(t, o)
-	held := holdFetches(c, kerr.UnknownTopicOrPartition.Code)
+	held := testbroker.HoldFetches(c, kerr.UnknownTopicOrPartition.Code)
 	createAgain(t, c, h, func() {
 		wait.Within(t, patience, "the subscriber's fetches to fail", func() bool {
 			return strings.Contains(logs.String(), "broadcast consumer error")
@@ -65,7 +64,7 @@ func TestABroadcastSubscriberThatFetchedNothingReadsEveryRecordOfItsTopicCreated
 	var logs logBuffer
 	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	h, s := readAgain(t, o)
-	held := holdFetches(c, 0)
+	held := testbroker.HoldFetches(c, 0)
 	createAgain(t, c, h, func() {}, newValues...)
 	wait.Within(t, patience, "the subscriber to see its topic's ID change", func() bool {
 		return strings.Contains(logs.String(), createdAgainLine)
@@ -128,35 +127,6 @@ func receiveAgain(t *testing.T, s *topic.Subscription[int]) {
 			t.Fatalf("received %+v, want value %d, record %d of the topic created again", it, v, i)
 		}
 	}
-}
-
-// holdFetches makes c answer every fetch with no records and the error
-// code errCode (0: none, as for a partition with nothing new) while the
-// flag it returns is true (it starts true).
-func holdFetches(c *kfake.Cluster, errCode int16) *atomic.Bool {
-	var held atomic.Bool
-	held.Store(true)
-	c.ControlKey(int16(kmsg.Fetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		c.KeepControl()
-		if !held.Load() {
-			return nil, nil, false
-		}
-		freq := req.(*kmsg.FetchRequest)
-		resp := freq.ResponseKind().(*kmsg.FetchResponse)
-		for _, rt := range freq.Topics {
-			st := kmsg.NewFetchResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewFetchResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, errCode
-				sp.HighWatermark, sp.LastStableOffset = rp.FetchOffset, rp.FetchOffset
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
-	return &held
 }
 
 // Guarantee: once a broadcast subscriber reads its topic created again,
