@@ -14,6 +14,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkalimits"
 	"github.com/boulevard-go/boulevard/internal/kafkareach"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
+	"github.com/boulevard-go/boulevard/internal/kafkatopicid"
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/internal/repeatlog"
 	"github.com/boulevard-go/boulevard/message"
@@ -34,8 +35,14 @@ type broadcastReader[T any] struct {
 	client sarama.Client
 	conns  *kafkaconn.Set // the client's connections, cut when Close's ctx ends
 	cons   sarama.Consumer
-	pcs    []sarama.PartitionConsumer
 	wg     sync.WaitGroup
+	// id keeps the topic's ID (Kafka 2.8's metadata v10 on), checked
+	// every Options.HighWaterInterval and before buffering the first
+	// record fetched after failed fetches: a topic deleted and created
+	// again begins its partitions' offsets anew, and the reader, whose
+	// positions live in memory, reads the new partitions from their
+	// oldest records.
+	id kafkatopicid.Watch
 	// fails are the partitions' fetch errors that go on, the partitions
 	// failing alike one run, logged at growing intervals.
 	fails repeatlog.Partitions
@@ -55,9 +62,12 @@ type broadcastPart struct {
 	part  int32
 	start int64         // the log end as the reader was made
 	next  *atomic.Int64 // the offset after the last record fetched
-	hw    highWater     // the partition consumer
 
 	// guarded by the buffer's mu:
+	pc sarama.PartitionConsumer // the partition consumer
+	// anew is set when the reader saw its topic's ID change: pc is
+	// closed, and the partition is read again from its oldest record.
+	anew bool
 	// done is the offset after the last record buffered or skipped
 	// (undecodable, or for a group), start before any.
 	done int64
@@ -115,6 +125,10 @@ func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadc
 	if err != nil {
 		return fail(fmt.Errorf("kafkatopology: partitions of topic %q: %w", kname, b.red.Err(err)))
 	}
+	r.id = kafkatopicid.Watch{Client: client, Topic: kname}
+	if err := r.id.Start(); err != nil {
+		return fail(fmt.Errorf("kafkatopology: ID of topic %q: %w", kname, b.red.Err(err)))
+	}
 	kafkalimits.ShareChannels(client.Config(), len(parts), b.opts.ReadAhead)
 	for _, p := range parts {
 		end, err := client.GetOffset(kname, p, sarama.OffsetNewest)
@@ -125,33 +139,17 @@ func newBroadcastReader[T any](b *Backend[T], d *dialing, kname string) (*broadc
 		if err != nil {
 			return fail(fmt.Errorf("kafkatopology: consuming topic %q partition %d: %w", kname, p, b.red.Err(err)))
 		}
-		r.pcs = append(r.pcs, pc)
 		next := new(atomic.Int64) // the offset after the last record fetched
 		next.Store(end)
-		bp := &broadcastPart{part: p, start: end, next: next, hw: pc, done: end}
+		bp := &broadcastPart{part: p, start: end, next: next, pc: pc, done: end}
 		r.mu.Lock()
 		r.parts = append(r.parts, bp)
 		r.mu.Unlock()
 		r.wg.Go(func() { r.pump(pc, bp) })
-		// A fetch error that goes on (the cluster cannot be reached, an ACL
-		// denies READ) is logged when it begins and then at growing
-		// intervals, not once per retry, the partitions failing alike one
-		// run; a partition leaves its run when it delivers a record, and
-		// the run ends, with one INFO line, when its last partition does.
-		r.wg.Go(func() {
-			for cerr := range pc.Errors() { // a partition consumer retries by itself
-				if kafkarefusal.SaramaCorrupt(cerr.Err) {
-					r.failCorrupt(cerr, next.Load())
-					continue
-				}
-				red := r.b.red.Err(cerr)
-				r.mu.Lock()
-				bp.fetchErr, bp.fetchErrAt = red, time.Now()
-				r.mu.Unlock()
-				r.rule.SaramaError(red)
-				r.fails.Fail(context.Background(), cerr.Partition, red, r.b.red.Err(cerr.Err), slog.String("topic", kname))
-			}
-		})
+		r.wg.Go(func() { r.fetchErrors(pc, bp) })
+	}
+	if r.id.On() {
+		r.wg.Go(func() { r.id.Run(b.opts.HighWaterInterval, r.stop, r.anew) })
 	}
 	if !d.settle() {
 		return fail(errCutShort)
@@ -177,17 +175,116 @@ func (r *broadcastReader[T]) failCorrupt(cerr *sarama.ConsumerError, at int64) {
 	})
 }
 
+// fetchErrors logs the fetch errors of pc, bp's consumer, until it
+// closes. A fetch error that goes on (the cluster cannot be reached, an
+// ACL denies READ) is logged when it begins and then at growing
+// intervals, not once per retry, the partitions failing alike one run; a
+// partition leaves its run when it delivers a record, and the run ends,
+// with one INFO line, when its last partition does.
+func (r *broadcastReader[T]) fetchErrors(pc sarama.PartitionConsumer, bp *broadcastPart) {
+	for cerr := range pc.Errors() { // a partition consumer retries by itself
+		if kafkarefusal.SaramaCorrupt(cerr.Err) {
+			r.failCorrupt(cerr, bp.next.Load())
+			continue
+		}
+		red := r.b.red.Err(cerr)
+		r.mu.Lock()
+		bp.fetchErr, bp.fetchErrAt = red, time.Now()
+		r.mu.Unlock()
+		r.rule.SaramaError(red)
+		r.fails.Fail(context.Background(), cerr.Partition, red, r.b.red.Err(cerr.Err), slog.String("topic", r.kname))
+	}
+}
+
+// anew closes every partition's consumer, the reader having seen its
+// topic's ID change: each pump then reads its partition again from its
+// oldest record (readAnew).
+func (r *broadcastReader[T]) anew() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.parts {
+		p.anew = true
+		p.pc.AsyncClose()
+	}
+}
+
+// readAnew returns a consumer of bp's partition from its oldest record
+// once its consumer ended for the topic's ID changing (anew), and moves
+// the reader's position there; nil when it ended otherwise, the reader
+// closes, or the new consumer cannot be made (logged at WARN).
+func (r *broadcastReader[T]) readAnew(bp *broadcastPart) sarama.PartitionConsumer {
+	r.mu.Lock()
+	again := bp.anew && !r.closed
+	bp.anew = false
+	r.mu.Unlock()
+	if !again {
+		return nil
+	}
+	part := slog.Int("partition", int(bp.part))
+	oldest, err := r.client.GetOffset(r.kname, bp.part, sarama.OffsetOldest)
+	var pc sarama.PartitionConsumer
+	if err == nil {
+		pc, err = r.cons.ConsumePartition(r.kname, bp.part, oldest)
+	}
+	if err != nil {
+		r.b.log.Warn("kafkatopology: broadcast reader cannot continue on a partition after its topic was created again",
+			slog.String("topic", r.kname), part, slog.Any("error", r.b.red.Err(err)))
+		return nil
+	}
+	r.b.log.Info("kafkatopology: broadcast reader's topic was created again (its topic ID changed); reading the partition from its oldest record",
+		slog.String("topic", r.kname), part, slog.Int64("offset", oldest))
+	r.b.ends.Forget(r.kname, bp.part) // the old partition's
+	r.mu.Lock()
+	bp.pc, bp.start, bp.done = pc, oldest, oldest
+	bp.next.Store(oldest)
+	if r.closed || bp.anew {
+		pc.AsyncClose() // release closed the consumers before; or changed again
+	}
+	r.mu.Unlock()
+	r.wg.Go(func() { r.fetchErrors(pc, bp) })
+	return pc
+}
+
+// checkID asks for the topic's ID and, when it changed, has every pump
+// read its partition again from its oldest record (anew); it reports
+// whether it changed.
+func (r *broadcastReader[T]) checkID() bool {
+	if !r.id.Changed() {
+		return false
+	}
+	r.anew()
+	return true
+}
+
 // pump buffers one partition's records until the partition consumer
-// closes (none once the reader failed), and keeps how far it is in bp.
+// closes (none once the reader failed), and keeps how far it is in bp;
+// after the topic's ID changed, it goes on with a consumer of the new
+// partition (readAnew). The first record fetched after a failed fetch is
+// buffered once the topic's ID is checked: the failure may have been the
+// topic's deletion, and the record one of the topic created again, which
+// is then read again with those after it from the oldest record.
 func (r *broadcastReader[T]) pump(pc sarama.PartitionConsumer, bp *broadcastPart) {
 	// decoding is the record being decoded, nil between records: a Goexit
 	// of the codec ends the goroutine while it is set.
 	var decoding *sarama.ConsumerMessage
+	// discard: the records still to come of pc are the new partition's,
+	// read again from its oldest.
+	discard := false
 	loop := func() {
 		for rec := range pc.Messages() {
 			bp.next.Store(rec.Offset + 1)
 			r.fails.Fetched(context.Background(), rec.Partition)
 			r.rule.Reading()
+			if discard {
+				continue
+			}
+			r.mu.Lock()
+			failed := bp.fetchErr != nil
+			r.mu.Unlock()
+			if failed && r.checkID() {
+				discard = true
+				continue
+			}
 			decoding = rec
 			l, m, err := r.readLetter(r.b, rec)
 			decoding = nil
@@ -210,17 +307,21 @@ func (r *broadcastReader[T]) pump(pc sarama.PartitionConsumer, bp *broadcastPart
 	// A codec that ends the goroutine (runtime.Goexit) makes its record
 	// one that does not decode, and the pump goes on (on a new goroutine
 	// the ending one waits for).
-	goexit.Resume(loop, func(stack string) bool {
-		rec := decoding
-		if rec == nil {
-			return false
-		}
-		decoding = nil
-		r.undecodable.Add(1)
-		r.logUndecodable(rec, message.ErrHandlerExited, slog.String("stack", stack))
-		r.skipped(bp, rec.Offset)
-		return true
-	})
+	for pc != nil {
+		discard = false
+		goexit.Resume(loop, func(stack string) bool {
+			rec := decoding
+			if rec == nil {
+				return false
+			}
+			decoding = nil
+			r.undecodable.Add(1)
+			r.logUndecodable(rec, message.ErrHandlerExited, slog.String("stack", stack))
+			r.skipped(bp, rec.Offset)
+			return true
+		})
+		pc = r.readAnew(bp)
+	}
 }
 
 // skipped notes that the record of bp at offset off was fetched and not
@@ -244,7 +345,7 @@ func (r *broadcastReader[T]) appendPartitions(out []PartitionStats) []PartitionS
 	defer r.mu.Unlock()
 	for _, p := range r.parts {
 		ps := partitionFigures(r.kname, p.part, p.position(), p.start, p.next.Load(),
-			max(p.hw.HighWaterMarkOffset(), r.b.ends.End(r.kname, p.part)))
+			max(p.pc.HighWaterMarkOffset(), r.b.ends.End(r.kname, p.part)))
 		if p.fetchErr != nil && time.Since(p.fetchErrAt) < quiet {
 			ps.FetchErr = p.fetchErr
 		}
@@ -326,9 +427,11 @@ func (r *broadcastReader[T]) shut() <-chan struct{} {
 // release stops the partition consumers and closes the client.
 func (r *broadcastReader[T]) release() {
 	r.close()
-	for _, pc := range r.pcs {
-		pc.AsyncClose()
+	r.mu.Lock()
+	for _, p := range r.parts {
+		p.pc.AsyncClose()
 	}
+	r.mu.Unlock()
 	r.wg.Wait()
 	if r.cons != nil {
 		_ = r.cons.Close()

@@ -47,11 +47,13 @@ func TestReadAheadOfEveryPartitionSharesTheReadAhead(t *testing.T) {
 	}
 
 	br := subscribe(t, declare(t, b, topology.New("news").Broadcast())).(*broadcastReader[msg])
-	if len(br.pcs) != parts {
-		t.Fatalf("the broadcast reader consumes %d partitions, want %d", len(br.pcs), parts)
+	br.mu.Lock()
+	defer br.mu.Unlock()
+	if len(br.parts) != parts {
+		t.Fatalf("the broadcast reader consumes %d partitions, want %d", len(br.parts), parts)
 	}
-	for _, pc := range br.pcs {
-		if n := cap(pc.Messages()); n != readAhead/parts {
+	for _, p := range br.parts {
+		if n := cap(p.pc.Messages()); n != readAhead/parts {
 			t.Fatalf("a broadcast reader's channel per partition holds %d records, want %d (ReadAhead %d over %d partitions)", n, readAhead/parts, readAhead, parts)
 		}
 	}
