@@ -53,9 +53,10 @@ type Watch struct {
 	id sarama.Uuid
 }
 
-// Start asks for the topic's ID and keeps it. A zero ID (the cluster or
-// the protocol version gives none) leaves the watch off: Changed reports
-// false and asks nothing.
+// Start asks for the topic's ID and keeps it (a failed request keeps the
+// one kept before, if any). A zero ID (the cluster or the protocol version
+// gives none) leaves the watch off: Changed reports false and asks
+// nothing.
 func (w *Watch) Start() error {
 	id, err := Of(w.Client, w.Topic)
 	if err != nil {
@@ -95,13 +96,9 @@ func (w *Watch) Changed() bool {
 	return true
 }
 
-// Run calls changed each time Changed reports true, asking every
-// interval until stop is closed; it returns at once when the watch is
-// off.
+// Run calls changed each time Changed reports true, every interval until
+// stop is closed; while the watch is off, it asks nothing.
 func (w *Watch) Run(interval time.Duration, stop <-chan struct{}, changed func()) {
-	if !w.On() {
-		return
-	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {

@@ -13,9 +13,11 @@ import (
 	"github.com/boulevard-go/boulevard/topic/topology"
 )
 
-// broadcastCreatedAgainLine is the INFO line of a broadcast reader that
-// saw its topic's ID change.
-const broadcastCreatedAgainLine = "broadcast reader's topic was created again"
+// The INFO lines of a reader that saw its topic's ID change.
+const (
+	broadcastCreatedAgainLine = "broadcast reader's topic was created again"
+	groupCreatedAgainLine     = "group reader's topic was created again"
+)
 
 // idReadCount is how many letters the readers of readThenCreateAgain
 // read of the old topic, and idNewCount how many are published to the
@@ -127,4 +129,21 @@ func TestABroadcastReaderWhoseFetchesFailedReadsEveryLetterOfItsTopicCreatedAgai
 	if n := strings.Count(logs.String(), broadcastCreatedAgainLine); n != 1 {
 		t.Fatalf("%d lines %q, want 1:\n%s", n, broadcastCreatedAgainLine, logs.String())
 	}
+}
+
+// Guarantee: a group reader whose topic is deleted and created again
+// while no fetch of it fails (its fetches answered with no records, as
+// for a read-ahead that is full) sees the topic's ID change within
+// Options.HighWaterInterval and ends its session, as when a fetch finds
+// the topic unknown: the group joins again from its offsets in the new
+// topic (none: Kafka dropped the old ones with it), so every letter of
+// the new topic reaches it, in order, those below the old offsets among
+// them.
+func TestAGroupReaderWhoseTopicIsCreatedAgainBetweenFetchesReadsEveryLetterOfIt(t *testing.T) {
+	r, logs := readThenCreateAgain(t, topology.New("again"), 50*time.Millisecond, 0, func(q *queues[msg]) {
+		wait.For(t, "the group's offset committed past the letters settled", func() bool {
+			return committedOffset(t, q.b.opts.Brokers, q.main, q.groupID(), 0) == idReadCount
+		})
+	}, func(*lockedBuffer) {}, groupCreatedAgainLine)
+	receiveNew(t, r, logs)
 }

@@ -174,8 +174,11 @@ type Options[T any] struct {
 	// begins), for Stats: a reader takes its high-water mark from its
 	// fetches, and stops fetching while its buffer is full (a handler
 	// that blocks) or, for a releaser, while the partition's next letter
-	// is not due. Default 5s; at least MinHighWaterInterval (10ms), at
-	// most MaxHighWaterInterval (1h).
+	// is not due. It is also how often each reader (of Subscribe or
+	// SubscribeDead) asks for the ID of the topic it reads, to tell the
+	// topic deleted and created again.
+	// Default 5s; at least MinHighWaterInterval (10ms), at most
+	// MaxHighWaterInterval (1h).
 	HighWaterInterval time.Duration `validate:"omitempty,gte=10ms,lte=1h"`
 	// HoldRetentionMargin is how long a hold topic the backend creates
 	// keeps a letter past its due time: the topic is created with

@@ -18,6 +18,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/kafkareach"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
+	"github.com/boulevard-go/boulevard/internal/kafkatopicid"
 	"github.com/boulevard-go/boulevard/internal/liveset"
 	"github.com/boulevard-go/boulevard/internal/logattr"
 	"github.com/boulevard-go/boulevard/internal/logburst"
@@ -232,12 +233,18 @@ type groupReader[T any] struct {
 	// read (its sessions, records, the answers its client reads and
 	// fetches an ACL refuses).
 	*reach
-	b       *Backend[T]
-	topic   string
-	gid     string
-	group   string // the group whose targeted records it delivers
-	cg      sarama.ConsumerGroup
-	conns   *kafkaconn.Set // cg's connections, cut when Close's ctx ends
+	b      *Backend[T]
+	topic  string
+	gid    string
+	group  string        // the group whose targeted records it delivers
+	client sarama.Client // cg's
+	cg     sarama.ConsumerGroup
+	conns  *kafkaconn.Set // client's connections, cut when Close's ctx ends
+	// id keeps the topic's ID (Kafka 2.8's metadata v10 on) as of the
+	// latest session's Setup, checked every Options.HighWaterInterval: a
+	// change (the topic deleted and created again, no fetch failing) ends
+	// the session (endChanged).
+	id      kafkatopicid.Watch
 	ctx     context.Context
 	cancel  context.CancelFunc
 	done    chan struct{} // closed when loop returns
@@ -513,17 +520,23 @@ func newGroupReader[T any](b *Backend[T], d *dialing, kname, gid, group string) 
 		}
 	}
 	kafkalimits.ShareChannels(cfg, parts, b.opts.ReadAhead)
-	cg, err := sarama.NewConsumerGroup(b.opts.Brokers, gid, cfg)
+	client, err := sarama.NewClient(b.opts.Brokers, cfg)
 	if err != nil {
+		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, gid, b.red.Err(err))
+	}
+	cg, err := sarama.NewConsumerGroupFromClient(gid, client)
+	if err != nil {
+		_ = client.Close()
 		return nil, fmt.Errorf("%w: consumer group %q: %w", ErrConnect, gid, b.red.Err(err))
 	}
 	if !d.settle() {
 		_ = cg.Close()
+		_ = client.Close()
 		return nil, errCutShort
 	}
 	r := &groupReader[T]{buffer: newBuffer[T](b.opts.ReadAhead, b.log), reach: rch, b: b, topic: kname, gid: gid, group: group,
-		cg: cg, conns: conns, done: make(chan struct{}), claims: map[int32]*claim{}, goneAt: -1,
-		fails: repeatlog.Group{Prefix: "kafkatopology", Log: b.log}}
+		client: client, cg: cg, conns: conns, done: make(chan struct{}), claims: map[int32]*claim{}, goneAt: -1,
+		id: kafkatopicid.Watch{Client: client, Topic: kname}, fails: repeatlog.Group{Prefix: "kafkatopology", Log: b.log}}
 	r.taken = func(ls []topology.Letter[T]) {
 		for i := range ls {
 			if rc, ok := ls[i].Receipt.(*receipt); ok {
@@ -535,6 +548,7 @@ func newGroupReader[T any](b *Backend[T], d *dialing, kname, gid, group string) 
 	if !b.track(r) {
 		r.cancel()
 		_ = cg.Close()
+		_ = client.Close()
 		return nil, topology.ErrClosed
 	}
 	go r.loop()
@@ -572,6 +586,7 @@ func (r *groupReader[T]) loop() {
 			r.fails.Error(r.ctx, part, err, cause, slog.String("topic", r.topic), slog.String("group", r.gid))
 		}
 	})
+	wg.Go(func() { r.id.Run(r.b.opts.HighWaterInterval, r.ctx.Done(), r.endChanged) })
 	defer wg.Wait()
 	backoff := r.b.cfg.Consumer.Group.Rebalance.Retry.Backoff
 	gone := int32(-1) // the partition whose fetch found the topic unknown
@@ -633,6 +648,24 @@ func (r *groupReader[T]) endGone(part int32) {
 	r.endSess()
 }
 
+// endChanged ends the session running, if any, the reader having seen its
+// topic's ID change: the topic was deleted and created again with no
+// fetch of it failing (its read-ahead full, or between two fetches), and
+// the session's consumers would go on from their positions in the old
+// topic, past the records of the new one below them. As endGone, it lets
+// the group join again, from its offsets in the new topic (Kafka dropped
+// the old ones with the topic).
+func (r *groupReader[T]) endChanged() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.endSess == nil {
+		return
+	}
+	r.b.log.Info("kafkatopology: group reader's topic was created again (its topic ID changed); the session ends",
+		slog.String("topic", r.topic), slog.String("group", r.gid))
+	r.endSess()
+}
+
 // noteFetchErr notes err, a failed fetch of partition part, in its
 // claim's figures (PartitionStats.FetchErr).
 func (r *groupReader[T]) noteFetchErr(part int32, err error) {
@@ -670,6 +703,9 @@ func (r *groupReader[T]) failCorrupt(ce *sarama.ConsumerError) {
 // the runs of failures logged (the cluster answers), and a degrade
 // reported to the observer set (ReportReach).
 func (r *groupReader[T]) Setup(sess sarama.ConsumerGroupSession) error {
+	// The ID of the topic the session reads: a failed request keeps the
+	// one before.
+	_ = r.id.Start()
 	r.rule.SessionStarted()
 	r.mu.Lock()
 	r.inSess, r.joined, r.gen = true, true, sess.GenerationID()
@@ -1220,6 +1256,7 @@ func (r *groupReader[T]) shut() <-chan struct{} {
 	return r.closing.Start(func() {
 		_ = r.cg.Close()
 		<-r.done
+		_ = r.client.Close()
 		r.undecodableLines.Flush(context.Background())
 		r.lastMu.Lock()
 		r.lastDone = true

@@ -10,6 +10,7 @@ import (
 
 	"github.com/IBM/sarama"
 
+	"github.com/boulevard-go/boulevard/internal/kafkatopicid"
 	"github.com/boulevard-go/boulevard/internal/repeatlog"
 	"github.com/boulevard-go/boulevard/internal/testbroker"
 	"github.com/boulevard-go/boulevard/internal/wait"
@@ -61,7 +62,7 @@ func shardsReader(t *testing.T) (r *groupReader[msg], told func() []string) {
 	q := declare(t, b, topology.New("tells").Sequenced(topology.Skip).RoutingShards(3).Hold(time.Second)).(*queues[msg])
 	cfg := *b.cfg
 	r = &groupReader[msg]{buffer: newBuffer[msg](8, b.log), reach: newReach(&cfg), b: b, topic: q.main, gid: "tells",
-		ctx: t.Context(), claims: map[int32]*claim{}, fails: repeatlog.Group{Prefix: "kafkatopology", Log: b.log}}
+		ctx: t.Context(), claims: map[int32]*claim{}, id: kafkatopicid.Watch{Client: b.client, Topic: q.main}, fails: repeatlog.Group{Prefix: "kafkatopology", Log: b.log}}
 	var got []string
 	r.OnShards(func(change topology.ShardChange, in func(shard int) bool) {
 		var shards []int
