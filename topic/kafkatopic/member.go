@@ -16,6 +16,7 @@ import (
 	"github.com/boulevard-go/boulevard/internal/kafkaoffset"
 	"github.com/boulevard-go/boulevard/internal/kafkareach"
 	"github.com/boulevard-go/boulevard/internal/kafkarefusal"
+	"github.com/boulevard-go/boulevard/internal/kafkatopicid"
 	"github.com/boulevard-go/boulevard/internal/logattr"
 	"github.com/boulevard-go/boulevard/internal/logburst"
 	"github.com/boulevard-go/boulevard/internal/repeatlog"
@@ -50,6 +51,11 @@ type member[T any] struct {
 	cg     sarama.ConsumerGroup
 	ctx    context.Context
 	cancel context.CancelFunc
+	// id keeps the topic's ID (Kafka 2.8's metadata v10 on) as of the
+	// latest session's Setup, checked every Options.HighWaterInterval: a
+	// change (the topic deleted and created again) ends the session
+	// (endChanged).
+	id kafkatopicid.Watch
 
 	// onRelease is the subscriber's SubscriberOptions.OnRelease: called
 	// while a released claim waits for the messages the subscriber holds.
@@ -104,6 +110,8 @@ type member[T any] struct {
 	// one is due (nil while none waits).
 	nacked    []nackedDelivery[T]
 	nackTimer *time.Timer
+	// endSess ends the group session Consume runs (nil between them).
+	endSess context.CancelFunc
 }
 
 // delivery is one fetched record of a claim (one partition of one group
@@ -198,6 +206,7 @@ func (t *kTopic[T]) joinGroup(parent context.Context, g topic.GroupName, opts to
 	}
 	m := &member[T]{
 		t: t, group: g, gid: gid, client: client, conns: conns, cg: cg, onRelease: opts.OnRelease, reach: reach,
+		id:    kafkatopicid.Watch{Client: client, Topic: t.kname},
 		ready: make(chan struct{}), loopDone: make(chan struct{}), errsDone: make(chan struct{}),
 		outstanding: make(map[topic.MessageID]delivery[T]), fetchFrom: make(map[int32]int64),
 		claims: make(map[*kafkaoffset.Claim]claimFigures), fetchErrs: make(map[int32]fetchErr),
@@ -257,9 +266,20 @@ func (t *kTopic[T]) joinGroup(parent context.Context, g topic.GroupName, opts to
 // starts.
 func (m *member[T]) loop() {
 	defer close(m.loopDone)
+	var watch sync.WaitGroup
+	watch.Go(func() { m.id.Run(m.t.b.opts.HighWaterInterval, m.ctx.Done(), m.endChanged) })
+	defer watch.Wait()
 	backoff := m.client.Config().Consumer.Group.Rebalance.Retry.Backoff
 	for {
-		err := m.cg.Consume(m.ctx, []string{m.t.kname}, m)
+		ctx, end := context.WithCancel(m.ctx)
+		m.mu.Lock()
+		m.endSess = end
+		m.mu.Unlock()
+		err := m.cg.Consume(ctx, []string{m.t.kname}, m)
+		m.mu.Lock()
+		m.endSess = nil
+		m.mu.Unlock()
+		end()
 		if m.ctx.Err() != nil || errors.Is(err, sarama.ErrClosedConsumerGroup) {
 			return
 		}
@@ -279,6 +299,25 @@ func (m *member[T]) loop() {
 			}
 		}
 	}
+}
+
+// endChanged ends the group session running, if any, the member having
+// seen its topic's ID change: the topic was deleted and created again
+// (between two fetches, or while the read-ahead was full and nothing was
+// fetched), and the session's consumers would go on from their positions
+// in the old topic, past the records of the new one below them, while a
+// partition count that did not change starts no rebalance. The member
+// joins again at once, from the group's offsets in the new topic (Kafka
+// dropped the old ones with the topic).
+func (m *member[T]) endChanged() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.endSess == nil {
+		return
+	}
+	m.t.b.log.Info("kafkatopic: balanced subscriber's topic was created again (its topic ID changed); the session ends",
+		slog.String("topic", m.t.kname), slog.String("group", m.gid))
+	m.endSess()
 }
 
 // logErrors logs the consumer group's asynchronous errors but for a
@@ -338,6 +377,9 @@ func (m *member[T]) endCorrupt(ce *sarama.ConsumerError) {
 // the member joined; each ends the runs of failures logged (the cluster
 // answers), and a degrade reported to the subscriber's Reach.
 func (m *member[T]) Setup(sess sarama.ConsumerGroupSession) error {
+	// The ID of the topic the session reads: a failed request keeps the
+	// one before.
+	_ = m.id.Start()
 	m.fails.Started(m.ctx)
 	m.reach.SessionStarted()
 	m.readyOnce.Do(func() { close(m.ready) })

@@ -205,8 +205,8 @@ type Options[T any] struct {
 	// topics' Stats (Partitions): a subscriber takes its high-water mark
 	// from its fetches, and stops fetching while its read-ahead is full
 	// (a subscriber that does not receive). It is also how often each
-	// broadcast subscriber asks for its topic's ID, to tell the topic
-	// deleted and created again. Default 5s; at least
+	// broadcast subscriber and each balanced member asks for its topic's
+	// ID, to tell the topic deleted and created again. Default 5s; at least
 	// MinHighWaterInterval (10ms), at most MaxHighWaterInterval (1h).
 	HighWaterInterval time.Duration `name:"high_water_interval" validate:"omitempty,gte=10ms,lte=1h"`
 	// PublishBuffer is how many publishes may wait to be handed to the

@@ -198,3 +198,57 @@ func TestABalancedGroupWhoseLogRetentionEmptiedCountsNoLag(t *testing.T) {
 		return ok && p.HighWater == n && p.Lag == 0
 	}, func() string { return fmt.Sprintf("Stats().Partitions = %+v", h.Stats().Partitions) })
 }
+
+// balancedCreatedAgainLine is the INFO line of a balanced subscriber that
+// saw its topic's ID change.
+const balancedCreatedAgainLine = "balanced subscriber's topic was created again"
+
+// Guarantee: a balanced subscriber whose topic is deleted and created
+// again while no fetch of it fails (its fetches answered with no records,
+// as for a read-ahead that is full) sees the topic's ID change within
+// Options.HighWaterInterval and ends its group session: the group joins
+// again from its offsets in the new topic (none: Kafka dropped the old
+// ones with it), so every record of the new topic reaches it, in order,
+// those below the old offsets among them; the partition count did not
+// change, so nothing else would have ended the session.
+func TestABalancedSubscriberWhoseTopicIsCreatedAgainBetweenFetchesReadsEveryRecordOfIt(t *testing.T) {
+	c := testbroker.Kafka(t)
+	o := testOptions[int](c, topic.IntCodec{})
+	o.HighWaterInterval = 50 * time.Millisecond
+	var logs logBuffer
+	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	h := newTopic(t, newBackend(t, o), "again", topic.Options{})
+	s := subscribe(t, h, topic.Balanced("g"))
+	for v := range readCount {
+		if err := h.Publish(ctxT(t), v); err != nil {
+			t.Fatal(err)
+		}
+		it := recv(t, s)
+		if it.Value != v {
+			t.Fatalf("received %+v, want value %d", it, v)
+		}
+		if err := s.Ack(it.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin := testbroker.Admin(t, c.ListenAddrs())
+	gid := kafkatopic.GroupID("again", "g")
+	wait.Within(t, patience, "the group's offset committed past the records acked", func() bool {
+		return testbroker.Committed(t, admin, "again", gid)[0] == readCount
+	})
+	held := testbroker.HoldFetches(c, 0)
+	createAgain(t, c, h, func() {}, newValues...)
+	wait.Within(t, patience, "the subscriber to see its topic's ID change", func() bool {
+		return strings.Contains(logs.String(), balancedCreatedAgainLine)
+	})
+	held.Store(false)
+	for i, v := range newValues {
+		it := recv(t, s)
+		if it.Value != v {
+			t.Fatalf("received %+v, want value %d, record %d of the topic created again\n%s", it, v, i, logs.String())
+		}
+		if err := s.Ack(it.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
