@@ -62,6 +62,9 @@ type broadcastPart struct {
 	part  int32
 	start int64         // the log end as the reader was made
 	next  *atomic.Int64 // the offset after the last record fetched
+	// failed is set by a failed fetch, and cleared by the pump as it
+	// checks the topic's ID before the next record it buffers.
+	failed atomic.Bool
 
 	// guarded by the buffer's mu:
 	pc sarama.PartitionConsumer // the partition consumer
@@ -191,6 +194,7 @@ func (r *broadcastReader[T]) fetchErrors(pc sarama.PartitionConsumer, bp *broadc
 		r.mu.Lock()
 		bp.fetchErr, bp.fetchErrAt = red, time.Now()
 		r.mu.Unlock()
+		bp.failed.Store(true)
 		r.rule.SaramaError(red)
 		r.fails.Fail(context.Background(), cerr.Partition, red, r.b.red.Err(cerr.Err), slog.String("topic", r.kname))
 	}
@@ -278,10 +282,7 @@ func (r *broadcastReader[T]) pump(pc sarama.PartitionConsumer, bp *broadcastPart
 			if discard {
 				continue
 			}
-			r.mu.Lock()
-			failed := bp.fetchErr != nil
-			r.mu.Unlock()
-			if failed && r.checkID() {
+			if bp.failed.Load() && bp.failed.Swap(false) && r.checkID() {
 				discard = true
 				continue
 			}
