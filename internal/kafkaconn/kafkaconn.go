@@ -149,7 +149,7 @@ func (s *Set) DialContext(ctx context.Context, network, addr string) (net.Conn, 
 		c, err = s.dialAside(ctx, network, addr)
 	}
 	if err != nil {
-		if s.isCut() {
+		if s.isCut() && !errors.Is(err, ErrCut) {
 			return nil, fmt.Errorf("%w: %w", ErrCut, err)
 		}
 		return nil, err

@@ -313,8 +313,9 @@ func TestADialUnderWayEndsWhenItsSetIsCut(t *testing.T) {
 
 // cutDuringDial dials through the child of a set that dials with d, cuts
 // the child, or its parent when cutParent, once started says the dial
-// began, and fails t unless the dial then fails with ErrCut within 10
-// seconds. It returns the two sets.
+// began, and fails t unless the dial then fails within 10 seconds with
+// an error wrapping ErrCut that says once that it was cut. It returns the
+// two sets.
 func cutDuringDial(t *testing.T, d interface {
 	Dial(network, addr string) (net.Conn, error)
 }, started <-chan struct{}, cutParent bool) (parent, child *Set) {
@@ -338,6 +339,8 @@ func cutDuringDial(t *testing.T, d interface {
 	case err := <-dialed:
 		if !errors.Is(err, ErrCut) {
 			t.Errorf("a dial under way as its set was cut (the parent: %t) = %v, want ErrCut", cutParent, err)
+		} else if n := strings.Count(err.Error(), ErrCut.Error()); n != 1 {
+			t.Errorf("a dial under way as its set was cut (the parent: %t) = %q, which says it was cut %d times, want once", cutParent, err, n)
 		}
 	case <-time.After(10 * time.Second):
 		t.Errorf("a dial under way as its set was cut (the parent: %t) still runs 10s later", cutParent)
