@@ -15,17 +15,30 @@ import (
 	"github.com/IBM/sarama"
 )
 
-// Of asks the least loaded broker client is connected to for topic's ID;
-// zero when the answer has none (a protocol version older than 2.8, or a
-// cluster older than Kafka 2.8). The request goes out on one of client's
-// connections: Config.Net.ReadTimeout bounds it, and cutting the
-// client's connections ends it at once.
+// Of asks a broker client knows, the least loaded first, for topic's ID:
+// one that does not answer (restarting, its connection dropped) leaves
+// the question to the next, so that one broker down fails no reader's
+// start. It is zero when the answer has none (a protocol version older
+// than 2.8, or a cluster older than Kafka 2.8); the error is the answer's
+// for the topic, or the last broker's when none answers. The requests go
+// out on client's connections: Config.Net.ReadTimeout bounds each, and
+// cutting the client's connections ends them at once.
 func Of(client sarama.Client, topic string) (sarama.Uuid, error) {
-	br := client.LeastLoadedBroker()
-	if br == nil {
-		return sarama.Uuid{}, sarama.ErrBrokerNotAvailable
+	brokers := client.Brokers()
+	if br := client.LeastLoadedBroker(); br != nil {
+		brokers = append([]*sarama.Broker{br}, brokers...)
 	}
-	resp, err := br.GetMetadata(sarama.NewMetadataRequest(client.Config().Version, []string{topic}))
+	var resp *sarama.MetadataResponse
+	err := error(sarama.ErrBrokerNotAvailable)
+	for i, br := range brokers {
+		if i > 0 && br == brokers[0] {
+			continue // asked first
+		}
+		_ = br.Open(client.Config()) // already open, or failed: the request says
+		if resp, err = br.GetMetadata(sarama.NewMetadataRequest(client.Config().Version, []string{topic})); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		return sarama.Uuid{}, err
 	}

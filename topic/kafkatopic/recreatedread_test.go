@@ -1,6 +1,7 @@
 package kafkatopic_test
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -250,5 +251,30 @@ func TestABalancedSubscriberWhoseTopicIsCreatedAgainBetweenFetchesReadsEveryReco
 		if err := s.Ack(it.ID); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// Guarantee: a broadcast subscriber starts while a broker of the cluster
+// does not answer metadata requests (one restarting, its connections
+// dropped), as long as another does: it asks the other brokers for its
+// topic's ID when the one it asked first fails.
+func TestABroadcastSubscriberStartsWhileABrokerDoesNotAnswerMetadata(t *testing.T) {
+	c := testbroker.Kafka(t, kfake.NumBrokers(3))
+	h := newTopic(t, newBackend(t, testOptions[int](c, topic.IntCodec{})), "t", topic.Options{Mode: topic.BroadcastOnly})
+	const answering = 0 // the node ID of one of the three
+	c.ControlKey(int16(kmsg.Metadata), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if c.CurrentNode() == answering {
+			return nil, nil, false
+		}
+		return nil, errors.New("broker restarting"), true // the connection is dropped
+	})
+	const subscribers = 12 // each asks a broker that does not answer first with odds of 2 in 3
+	for i := range subscribers {
+		s, err := h.Subscribe(ctxT(t), topic.Broadcast(), topic.SubscriberOptions{})
+		if err != nil {
+			t.Fatalf("subscriber %d: Subscribe = %v, want a subscription: one broker of three answers", i, err)
+		}
+		s.Close()
 	}
 }
