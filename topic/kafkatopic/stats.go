@@ -24,9 +24,11 @@ type claimFigures struct {
 	// when it had none; start is where the claim started: the log start
 	// as the claim began when it had none, or, when that was not had
 	// (kafkaoffset.StartOldest), the offset of the first record the
-	// claim fetches.
+	// claim fetches; and the first record's offset when it is higher (the
+	// records below it were deleted since the claim began).
 	committed, start int64
 	hw               highWater // the claim's consumer
+	fetched          bool      // whether the claim fetched a record
 }
 
 // fetchErr is the error of a partition's last failed fetch, at at; the
@@ -47,12 +49,16 @@ func (f fetchErr) current(cfg *sarama.Config) error {
 }
 
 // fetched records off, the offset of a record claim c fetched, as where
-// the claim started when it started at the oldest record without knowing
-// its offset: the records below it were deleted, and its lag counts from
-// there. m.mu is held.
+// the claim started when it is the claim's first and lies past where the
+// claim started (or the claim started at the oldest record without
+// knowing its offset): the records below it were deleted, and its lag
+// counts from there. m.mu is held.
 func (m *member[T]) fetched(c *kafkaoffset.Claim, off int64) {
-	if f, ok := m.claims[c]; ok && f.start == kafkaoffset.StartOldest {
-		f.start = off
+	if f, ok := m.claims[c]; ok && !f.fetched {
+		f.fetched = true
+		if f.start == kafkaoffset.StartOldest || off > f.start {
+			f.start = off
+		}
 		m.claims[c] = f
 	}
 }
