@@ -441,10 +441,6 @@ func (m *Member) CommitLoop(interval time.Duration, done <-chan struct{}, commit
 	}
 }
 
-// HighWaterTimeout bounds each listing of HighWaterLoop: the bound of a
-// listing of log ends, the Kafka topic and topology backends' too.
-const HighWaterTimeout = kafkaends.Timeout
-
 // ListHighWaters lists the end offsets (the high-water marks) of the
 // partitions of claims, all of one member, within ctx, and notes each it
 // learns (Claim.NoteHighWater). Its failures are its own to log, at DEBUG
@@ -455,7 +451,7 @@ type ListHighWaters func(ctx context.Context, claims []*Claim)
 
 // HighWaterLoop lists the end offsets of the member's claimed partitions
 // with list every interval until ctx ends, each listing given up after
-// HighWaterTimeout. The client stops fetching a partition whose records
+// kafkaends.Timeout, as the Kafka topic and topology backends' are. The client stops fetching a partition whose records
 // wait to be delivered, so the high-water mark of its last fetch misses
 // what was produced since, and so does the lag counted from it: the
 // listed end offsets keep the lag growing while the handlers are slow or
@@ -470,7 +466,7 @@ func (m *Member) HighWaterLoop(ctx context.Context, interval time.Duration, list
 		case <-ctx.Done():
 			return
 		}
-		lctx, cancel := context.WithTimeout(ctx, HighWaterTimeout)
+		lctx, cancel := context.WithTimeout(ctx, kafkaends.Timeout)
 		list(lctx, m.Claims())
 		cancel()
 	}
